@@ -1,0 +1,101 @@
+"""Typed errors for everything kafkalog reads or writes.
+
+One base class, :class:`KafkalogError`, and subclasses that let a caller tell a torn tail
+(:class:`TruncatedRecordError`: the bytes end inside a batch, more could arrive) from
+corruption (:class:`CorruptRecordError`: CRC or size mismatch) from structurally impossible
+content (:class:`InvalidRecordError`) from misuse. Every error carries the file (when there is
+one) and the byte position, and its message names both together with the rule that was broken.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "KafkalogError",
+    "TruncatedRecordError",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "CorruptIndexError",
+    "InvalidOffsetError",
+    "RecordTooLargeError",
+    "UnsupportedCodecError",
+    "InvalidConfigError",
+    "LogClosedError",
+]
+
+
+class KafkalogError(Exception):
+    """Base of every kafkalog error.
+
+    Attributes:
+        reason: what was wrong, without the location.
+        file: the file the bytes came from, or None for in-memory data.
+        position: the byte position of the problem (in the file when there is one), or None.
+    """
+
+    def __init__(self, reason: str, *, file: str | None = None, position: int | None = None) -> None:
+        self.reason = reason
+        self.file = None if file is None else str(file)
+        self.position = position
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(self.file)
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        return ": ".join(where + [self.reason]) if where else self.reason
+
+    def relocated(self, *, file: str | None = None, shift: int = 0) -> KafkalogError:
+        """A copy of this error with its position moved by ``shift`` and ``file`` filled in.
+
+        Lower layers report positions relative to the buffer they were given; the layer that
+        knows where that buffer sits in a file calls this to report the absolute position.
+        """
+        position = None if self.position is None else self.position + shift
+        err = type(self)(self.reason, file=self.file if file is None else file, position=position)
+        err.__cause__ = self.__cause__
+        return err
+
+    def __reduce__(self):  # keep the keyword arguments across pickling (Spark ships errors)
+        return (_rebuild, (type(self), self.reason, self.file, self.position))
+
+
+def _rebuild(cls: type[KafkalogError], reason: str, file: str | None, position: int | None) -> KafkalogError:
+    return cls(reason, file=file, position=position)
+
+
+class TruncatedRecordError(KafkalogError):
+    """The data ends inside a batch or record: a partial tail, not corruption (more may arrive)."""
+
+
+class CorruptRecordError(KafkalogError, ValueError):
+    """A checksum or size does not match: the bytes were damaged."""
+
+
+class InvalidRecordError(KafkalogError, ValueError):
+    """Content that no writer could have produced (bad magic, impossible lengths, bad varint)."""
+
+
+class CorruptIndexError(KafkalogError):
+    """An index file fails its sanity check."""
+
+
+class InvalidOffsetError(KafkalogError, ValueError):
+    """An offset that goes backwards, overflows, or lies outside what is asked of."""
+
+
+class RecordTooLargeError(KafkalogError):
+    """A batch, or its decompressed content, is larger than the configured limit."""
+
+
+class UnsupportedCodecError(KafkalogError):
+    """A compression codec that is unknown or not allowed with this magic (zstd with v0/v1)."""
+
+
+class InvalidConfigError(KafkalogError, ValueError):
+    """A configuration value outside its allowed range."""
+
+
+class LogClosedError(KafkalogError):
+    """An operation on a log, segment or file that has been closed."""

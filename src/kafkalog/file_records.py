@@ -1,0 +1,339 @@
+"""Batches in a file, or in a window ``[start, end)`` of one: Kafka's ``FileRecords``.
+
+Shallow iteration reads only what framing and the header need (one ``pread`` of at most 61
+bytes per batch), never the whole file; a batch's body is read when it is validated or its
+records are decoded. Validated iteration (``batches(validate=True)``, ``validate()``) streams
+the file in 1 MiB chunks instead, since it has to read every byte for the CRC anyway. Slices
+are views sharing the file descriptor; :meth:`FileRecords.transfer_to` sends bytes to a socket
+with ``os.sendfile`` after checking the file did not shrink underneath.
+
+Thread-safety: reads use ``pread`` and are safe from several threads; appends, truncation and
+close must be serialised by the caller (a segment's lock).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import partial
+
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from .errors import InvalidOffsetError, LogClosedError, TruncatedRecordError
+from .legacy import LegacyRecordBatch
+from .record import MAGIC_V2, RecordBatch
+from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
+from .records import DEFAULT_MAX_BATCH_SIZE, MemoryRecords, Records, frame_entry
+from .sendfile import transfer
+
+__all__ = ["FileRecords"]
+
+_CHUNK = 1 << 20
+
+
+class _Handle:
+    """A file descriptor shared by a FileRecords and its slices; closed once, by its owner."""
+
+    __slots__ = ("fd", "path", "size", "closed")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+        self.size = os.fstat(fd).st_size
+        self.closed = False
+
+
+class FileRecords(Records):
+    """A log file (or a window of it) read as batches.
+
+    Use :meth:`open`; a whole-file ``FileRecords`` follows the file's size as it appends or
+    truncates, a slice has a fixed end.
+    """
+
+    def __init__(
+        self,
+        handle: _Handle,
+        start: int,
+        end: int | None,
+        *,
+        owner: bool,
+        writable: bool = False,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> None:
+        self._h = handle
+        self._start = start
+        self._end = end  # None: up to the file's (tracked) size
+        self._owner = owner
+        self._writable = writable
+        self._max_batch_size = max_batch_size
+        self._max_decompressed = max_decompressed_size
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        *,
+        mutable: bool = False,
+        create: bool = False,
+        start: int = 0,
+        end: int | None = None,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> FileRecords:
+        """Open ``path`` for reading (and appending with ``mutable``).
+
+        Args:
+            path: the ``.log`` file.
+            mutable: open read-write so :meth:`append` and :meth:`truncate_to` work.
+            create: create the file if it does not exist (implies ``mutable``).
+            start, end: a window of the file; ``end=None`` follows the file's size.
+            max_batch_size: largest entry size accepted while reading.
+            max_decompressed_size: cap on a batch's decompressed payload.
+        """
+        path = os.fspath(path)
+        flags = os.O_RDWR if (mutable or create) else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            handle = _Handle(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if start < 0 or (end is not None and end < start):
+            os.close(fd)
+            raise InvalidOffsetError(f"invalid window [{start}, {end}) of {path}")
+        return cls(
+            handle,
+            start,
+            end,
+            owner=True,
+            writable=mutable or create,
+            max_batch_size=max_batch_size,
+            max_decompressed_size=max_decompressed_size,
+        )
+
+    # -- basics ----------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._h.path
+
+    @property
+    def start(self) -> int:
+        """Position of this window's first byte in the file."""
+        return self._start
+
+    @property
+    def end(self) -> int:
+        """Position after this window's last byte in the file."""
+        size = self._h.size
+        return size if self._end is None else min(self._end, max(size, self._start))
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.end - self._start
+
+    @property
+    def closed(self) -> bool:
+        return self._h.closed
+
+    def fileno(self) -> int:
+        return self._fd()
+
+    def _fd(self) -> int:
+        if self._h.closed:
+            raise LogClosedError("file is closed", file=self._h.path)
+        return self._h.fd
+
+    def __enter__(self) -> FileRecords:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileRecords({self._h.path!r}, start={self._start}, end={self.end})"
+
+    def close(self) -> None:
+        """Close the file (a slice leaves its parent's descriptor open)."""
+        if self._owner and not self._h.closed:
+            self._h.closed = True
+            os.close(self._h.fd)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _read_exact(self, position: int, size: int) -> bytes:
+        """``size`` bytes at absolute ``position`` (fewer only if the file ends first)."""
+        fd = self._fd()
+        data = os.pread(fd, size, position)
+        if len(data) == size or not data:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(fd, size - got, position + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (relative to this window)."""
+        if position < 0 or size < 0:
+            raise InvalidOffsetError(f"invalid read of {size} bytes at {position}", file=self._h.path)
+        start = self._start + position
+        return self._read_exact(start, max(0, min(size, self.end - start)))
+
+    def _truncated(self, pos: int, end: int) -> TruncatedRecordError:
+        return TruncatedRecordError(
+            f"partial batch at the end: {end - pos} bytes do not hold a whole entry", file=self._h.path, position=pos
+        )
+
+    def batches(self, *, validate: bool = False, strict: bool = False) -> Iterator[RecordBatch]:
+        if validate:
+            return self._validated_batches(strict)
+        return self._shallow_batches(strict)
+
+    def _shallow_batches(self, strict: bool) -> Iterator[RecordBatch]:
+        path = self._h.path
+        pos = self._start
+        end = self.end
+        max_size = self._max_batch_size
+        max_decompressed = self._max_decompressed
+        while pos < end:
+            want = min(RECORD_BATCH_OVERHEAD, end - pos)
+            head = os.pread(self._fd(), want, pos)
+            remaining = end - pos if len(head) == want else len(head)  # the file shrank: a tail
+            framed = frame_entry(head, remaining, file=path, position=pos, max_batch_size=max_size)
+            if framed is None:
+                if strict:
+                    raise self._truncated(pos, pos + remaining)
+                return
+            size, magic = framed
+            cls = DefaultRecordBatch if magic == MAGIC_V2 else LegacyRecordBatch
+            loader = None if size <= len(head) else partial(self._read_exact, pos, size)
+            yield cls(head, 0, position=pos, file=path, loader=loader, max_decompressed_size=max_decompressed)
+            pos += size
+
+    def _validated_batches(self, strict: bool) -> Iterator[RecordBatch]:
+        path = self._h.path
+        pos = self._start
+        end = self.end
+        max_size = self._max_batch_size
+        max_decompressed = self._max_decompressed
+        buf = b""
+        buf_pos = pos  # file position of buf[0]
+        while pos < end:
+            off = pos - buf_pos
+            if len(buf) - off < min(RECORD_BATCH_OVERHEAD, end - pos):
+                buf = self._read_exact(pos, min(_CHUNK, end - pos))
+                buf_pos, off = pos, 0
+                if len(buf) < min(RECORD_BATCH_OVERHEAD, end - pos):
+                    end = pos + len(buf)  # the file shrank while we read it
+            head = buf[off : off + RECORD_BATCH_OVERHEAD]
+            framed = frame_entry(head, end - pos, file=path, position=pos, max_batch_size=max_size)
+            if framed is None:
+                if strict:
+                    raise self._truncated(pos, end)
+                return
+            size, magic = framed
+            if len(buf) - off < size:
+                # Bounded by the bytes the file holds (checked by framing), not by the size field.
+                buf = self._read_exact(pos, max(min(_CHUNK, end - pos), size))
+                buf_pos, off = pos, 0
+                if len(buf) < size:  # the file shrank while we read it
+                    if strict:
+                        raise self._truncated(pos, pos + len(buf))
+                    return
+            cls = DefaultRecordBatch if magic == MAGIC_V2 else LegacyRecordBatch
+            batch = cls(buf, off, position=pos, file=path, max_decompressed_size=max_decompressed)
+            batch.ensure_valid()
+            yield batch
+            pos += size
+
+    def slice(self, position: int, size: int | None = None) -> FileRecords:
+        """A view of ``size`` bytes from ``position`` (relative to this window), sharing the file.
+
+        Raises:
+            InvalidOffsetError: a negative position or size, or a position beyond the end.
+        """
+        current = self.size_in_bytes
+        if position < 0 or position > current:
+            raise InvalidOffsetError(f"slice position {position} outside [0, {current}]", file=self._h.path)
+        if size is not None and size < 0:
+            raise InvalidOffsetError(f"invalid slice size {size}", file=self._h.path)
+        start = self._start + position
+        end = self.end if size is None else min(start + size, self.end)
+        return FileRecords(
+            self._h,
+            start,
+            end,
+            owner=False,
+            max_batch_size=self._max_batch_size,
+            max_decompressed_size=self._max_decompressed,
+        )
+
+    def transfer_to(self, dest, position: int, count: int) -> int:
+        """Send ``count`` bytes from ``position`` (relative to this window) to ``dest`` with
+        ``os.sendfile`` (read+send where it cannot be used); return the bytes sent.
+
+        Raises:
+            TruncatedRecordError: the file shrank below this window's end.
+            InvalidOffsetError: a position outside the window.
+        """
+        fd = self._fd()
+        old_size = self.size_in_bytes
+        actual = os.fstat(fd).st_size
+        new_size = min(actual, self.end) - self._start
+        if new_size < old_size:
+            raise TruncatedRecordError(
+                f"size of file records has been truncated during write: old size {old_size}, new size {new_size}",
+                file=self._h.path,
+            )
+        if position < 0 or position > old_size:
+            raise InvalidOffsetError(f"transfer position {position} outside [0, {old_size}]", file=self._h.path)
+        count = max(0, min(count, old_size - position))
+        return transfer(dest, fd, self._start + position, count)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _check_writable(self) -> int:
+        fd = self._fd()
+        if not self._writable:
+            raise LogClosedError("file records opened read-only (or a slice)", file=self._h.path)
+        return fd
+
+    def append(self, records: MemoryRecords | bytes | bytearray | memoryview) -> int:
+        """Append the bytes of ``records`` at the end of the file; return how many were written."""
+        fd = self._check_writable()
+        data = memoryview(records.buffer if isinstance(records, MemoryRecords) else records).cast("B")
+        pos = self._h.size
+        written = 0
+        while written < len(data):
+            written += os.pwrite(fd, data[written:], pos + written)
+        self._h.size = pos + written
+        return written
+
+    def flush(self) -> None:
+        """fsync the file (Kafka's ``channel.force(true)``)."""
+        os.fsync(self._check_writable())
+
+    def truncate_to(self, size: int) -> int:
+        """Truncate the file to ``size`` bytes; return how many were removed.
+
+        Raises:
+            InvalidOffsetError: ``size`` is negative or beyond the current size.
+        """
+        fd = self._check_writable()
+        current = self._h.size
+        if size < 0 or size > current:
+            raise InvalidOffsetError(
+                f"attempt to truncate log segment to {size} bytes failed: size of this log segment is {current} bytes",
+                file=self._h.path,
+            )
+        if size < current:
+            os.ftruncate(fd, size)
+            self._h.size = size
+        return current - size

@@ -1,0 +1,640 @@
+"""Magic v2 record batches (Kafka 0.11+): reading, validating, decoding and encoding.
+
+Header layout (61 bytes, big-endian; Kafka's ``DefaultRecordBatch``):
+
+| field | type | byte |
+|---|---|---|
+| baseOffset | int64 | 0 |
+| batchLength (size - 12) | int32 | 8 |
+| partitionLeaderEpoch | int32 | 12 |
+| magic (2) | int8 | 16 |
+| crc (CRC-32C of byte 21 to the end) | uint32 | 17 |
+| attributes | int16 | 21 |
+| lastOffsetDelta | int32 | 23 |
+| baseTimestamp | int64 | 27 |
+| maxTimestamp | int64 | 35 |
+| producerId | int64 | 43 |
+| producerEpoch | int16 | 51 |
+| baseSequence | int32 | 53 |
+| recordCount | int32 | 57 |
+| records | | 61 |
+
+Attributes: bits 0-2 codec, bit 3 timestamp type, bit 4 transactional, bit 5 control, bit 6
+has-delete-horizon (then baseTimestamp *is* the delete horizon). The CRC does not cover the base
+offset, length, leader epoch or magic, so a broker rewrites those without recomputing it.
+
+A record (varints ZigZag-encoded): ``length:varint, attributes:int8, timestampDelta:varlong,
+offsetDelta:varint, keyLength:varint (-1 null), key, valueLength:varint (-1 null), value,
+headerCount:varint``, then per header ``keyLength:varint, key (UTF-8), valueLength:varint
+(-1 null), value``. The bytes a record consumes must equal its declared length.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+
+from . import crc as _crc
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, codec_for_id, compress, decompress
+from .errors import CorruptRecordError, InvalidRecordError, KafkalogError, TruncatedRecordError
+from .record import (
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_SEQUENCE,
+    ControlRecord,
+    Header,
+    Record,
+    RecordBatch,
+    TimestampType,
+)
+from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+
+__all__ = ["DefaultRecordBatch", "encode_batch", "encode_record"]
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+assert HEADER.size == 61
+RECORD_BATCH_OVERHEAD = HEADER.size
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+_INT32_MAX = 0x7FFFFFFF
+_CRC = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+# Smallest encodable record body: attributes + five one-byte varints.
+_MIN_RECORD_BODY = 6
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past 2**31-1 to 0 (Kafka's ``incrementSequence``)."""
+    if sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+class DefaultRecordBatch(RecordBatch):
+    """A v2 record batch over a buffer (or, for files, a header now and the body on demand).
+
+    The header is parsed at construction; the body is touched only by :meth:`ensure_valid` and
+    record decoding. ``loader``, when given, returns the whole entry's bytes (used by
+    ``FileRecords`` so that shallow iteration reads only headers).
+    """
+
+    __slots__ = ("_buf", "_off", "_fields", "_position", "_file", "_loader", "_max_decompressed")
+
+    magic = MAGIC_V2
+
+    def __init__(
+        self,
+        buf,
+        offset: int = 0,
+        *,
+        position: int | None = None,
+        file: str | None = None,
+        loader: Callable[[], bytes] | None = None,
+        max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    ) -> None:
+        if len(buf) - offset < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"v2 batch header needs {RECORD_BATCH_OVERHEAD} bytes, {len(buf) - offset} available",
+                file=file,
+                position=position,
+            )
+        self._buf = buf
+        self._off = offset
+        self._fields = HEADER.unpack_from(buf, offset)
+        self._position = position
+        self._file = file
+        self._loader = loader
+        self._max_decompressed = max_decompressed_size
+
+    # -- header fields -------------------------------------------------------------------------
+
+    @property
+    def base_offset(self) -> int:
+        return self._fields[0]
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The whole entry, including the 12-byte offset and length prefix."""
+        return self._fields[1] + LOG_OVERHEAD
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self._fields[2]
+
+    @property
+    def crc(self) -> int:
+        """The stored CRC-32C (unsigned)."""
+        return self._fields[4]
+
+    @property
+    def attributes(self) -> int:
+        return self._fields[5]
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._fields[6]
+
+    @property
+    def last_offset(self) -> int:
+        return self._fields[0] + self._fields[6]
+
+    @property
+    def base_timestamp(self) -> int:
+        """The stored base timestamp (the delete horizon when :attr:`delete_horizon_ms` is set)."""
+        return self._fields[7]
+
+    @property
+    def max_timestamp(self) -> int:
+        """The stored max timestamp (the append time under LogAppendTime)."""
+        return self._fields[8]
+
+    @property
+    def producer_id(self) -> int:
+        return self._fields[9]
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._fields[10]
+
+    @property
+    def base_sequence(self) -> int:
+        return self._fields[11]
+
+    @property
+    def last_sequence(self) -> int:
+        """baseSequence + lastOffsetDelta, wrapping past 2**31-1; -1 without a sequence."""
+        base = self._fields[11]
+        return NO_SEQUENCE if base == NO_SEQUENCE else increment_sequence(base, self._fields[6])
+
+    @property
+    def count(self) -> int:
+        """The declared record count (may be 0 after compaction)."""
+        return self._fields[12]
+
+    @property
+    def compression(self) -> Compression:
+        return codec_for_id(self._fields[5] & COMPRESSION_CODEC_MASK, MAGIC_V2)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self._fields[5] & TIMESTAMP_TYPE_MASK:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._fields[5] & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self._fields[5] & CONTROL_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon the cleaner stamped (the base timestamp), or None."""
+        return self._fields[7] if self._fields[5] & DELETE_HORIZON_FLAG_MASK else None
+
+    @property
+    def position(self) -> int | None:
+        """Byte position of the batch in its file, or None for in-memory data."""
+        return self._position
+
+    @property
+    def file(self) -> str | None:
+        return self._file
+
+    def __repr__(self) -> str:
+        return (
+            f"DefaultRecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.count}, size_in_bytes={self.size_in_bytes}, compression={self._fields[5] & 7}, "
+            f"position={self._position})"
+        )
+
+    # -- body ----------------------------------------------------------------------------------
+
+    def _err(self, cls: type[KafkalogError], reason: str, shift: int = 0) -> KafkalogError:
+        # In memory there is no file position: report the position in the buffer.
+        where = (self._off if self._position is None else self._position) + shift
+        return cls(f"v2 batch at offset {self.base_offset}: {reason}", file=self._file, position=where)
+
+    def entry(self) -> memoryview:
+        """The whole entry's bytes (loading them from the file on first use)."""
+        size = self.size_in_bytes
+        if len(self._buf) - self._off < size:
+            if self._loader is None:
+                raise self._err(TruncatedRecordError, f"only {len(self._buf) - self._off} of {size} bytes present")
+            data = self._loader()
+            if len(data) < size:
+                raise self._err(TruncatedRecordError, f"only {len(data)} of {size} bytes could be read")
+            self._buf, self._off, self._loader = data, 0, None
+        return memoryview(self._buf)[self._off : self._off + size]
+
+    def compute_crc(self) -> int:
+        """CRC-32C of the bytes the stored CRC covers (attributes to the end)."""
+        return _crc.crc32c(self.entry()[ATTRIBUTES_OFFSET:])
+
+    def ensure_valid(self, *, deep: bool = False) -> None:
+        """Check the size, the CRC-32C and the record count; with ``deep``, decode every record.
+
+        Raises:
+            CorruptRecordError: size below the 61-byte overhead or CRC mismatch.
+            InvalidRecordError: negative count, a count the payload cannot hold, a
+                lastOffsetDelta below count-1, or (deep) any malformed record.
+            TruncatedRecordError: the buffer holds less than the declared size.
+        """
+        size = self.size_in_bytes
+        if size < RECORD_BATCH_OVERHEAD:
+            raise self._err(
+                CorruptRecordError,
+                f"size {size} is smaller than the minimum allowed overhead {RECORD_BATCH_OVERHEAD}",
+            )
+        computed = self.compute_crc()
+        if computed != self._fields[4]:
+            raise self._err(CorruptRecordError, f"stored crc = {self._fields[4]}, computed crc = {computed}")
+        self._check_counts()
+        if deep:
+            self.records()
+
+    def _check_counts(self) -> None:
+        count, delta, attrs = self._fields[12], self._fields[6], self._fields[5]
+        if count < 0:
+            raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
+        if count and delta < count - 1:
+            raise self._err(
+                InvalidRecordError,
+                f"lastOffsetDelta {delta} is smaller than the record count {count} minus one",
+                LAST_OFFSET_DELTA_OFFSET,
+            )
+        if attrs & COMPRESSION_CODEC_MASK == 0:
+            payload = self.size_in_bytes - RECORDS_OFFSET
+            if count * (_MIN_RECORD_BODY + 1) > payload:
+                raise self._err(
+                    InvalidRecordError,
+                    f"record count {count} cannot fit in a {payload}-byte uncompressed payload",
+                    RECORDS_COUNT_OFFSET,
+                )
+
+    def _payload(self) -> tuple[bytes, int, int]:
+        """The (decompressed) record bytes as ``(data, start, end)``."""
+        entry = self.entry()
+        codec = self._fields[5] & COMPRESSION_CODEC_MASK
+        if codec == 0:
+            buf = self._buf
+            if type(buf) is bytes:
+                return buf, self._off + RECORDS_OFFSET, self._off + self.size_in_bytes
+            data = bytes(entry[RECORDS_OFFSET:])
+            return data, 0, len(data)
+        try:
+            data = decompress(codec_for_id(codec, MAGIC_V2), entry[RECORDS_OFFSET:], max_size=self._max_decompressed)
+        except KafkalogError as e:
+            raise self._err(type(e), f"{e.reason}", RECORDS_OFFSET) from None
+        return data, 0, len(data)
+
+    def records(self) -> list[Record]:
+        """Decompress and decode every record.
+
+        Raises:
+            InvalidRecordError: a malformed record, or a count that disagrees with the payload.
+            CorruptRecordError, RecordTooLargeError, UnsupportedCodecError: from decompression.
+        """
+        f = self._fields
+        count = f[12]
+        if count < 0:
+            raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
+        data, start, end = self._payload()
+        attrs = f[5]
+        append_time = f[8] if attrs & TIMESTAMP_TYPE_MASK else None
+        try:
+            return _decode_records(
+                data, start, end, count, f[0], f[7], append_time, f[11], bool(attrs & CONTROL_FLAG_MASK)
+            )
+        except _RecordError as e:
+            if attrs & COMPRESSION_CODEC_MASK == 0:
+                raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos - start + RECORDS_OFFSET) from None
+            raise self._err(
+                InvalidRecordError,
+                f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
+                RECORDS_OFFSET,
+            ) from None
+
+
+class _RecordError(Exception):
+    def __init__(self, reason: str, index: int, pos: int) -> None:
+        self.reason, self.index, self.pos = reason, index, pos
+
+
+def _varint_slow(data: bytes, pos: int, limit: int) -> tuple[int, int]:
+    """Multi-byte varint at ``pos`` (the one- and two-byte cases are inlined by callers)."""
+    try:
+        return (decode_varint if limit == 5 else decode_varlong)(data, pos)
+    except InvalidRecordError as e:
+        raise _RecordError(e.reason, -1, pos) from None
+
+
+def _decode_headers(data: bytes, pos: int, rend: int, index: int) -> tuple[tuple[Header, ...], int]:
+    n, pos = _varint_slow(data, pos, 5)
+    if n < 0:
+        raise _RecordError(f"invalid number of record headers {n}", index, pos)
+    if n * 2 > rend - pos:  # every header needs at least two bytes: a cheap bound before looping
+        raise _RecordError(f"{n} headers cannot fit in the {rend - pos} bytes left of the record", index, pos)
+    headers = []
+    for _ in range(n):
+        klen, pos = _varint_slow(data, pos, 5)
+        if klen < 0 or klen > rend - pos:
+            raise _RecordError(f"invalid header key size {klen}", index, pos)
+        key = data[pos : pos + klen].decode("utf-8", "replace")
+        pos += klen
+        vlen, pos = _varint_slow(data, pos, 5)
+        if vlen == -1:
+            value = None
+        elif 0 <= vlen <= rend - pos:
+            value = data[pos : pos + vlen]
+            pos += vlen
+        else:
+            raise _RecordError(f"invalid header value size {vlen}", index, pos)
+        headers.append(Header(key, value))
+    return tuple(headers), pos
+
+
+def _decode_records(
+    data: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    append_ts: int | None,
+    base_seq: int,
+    control: bool,
+) -> list[Record]:
+    """Decode ``count`` records from ``data[pos:end]``: the hot loop of deep iteration.
+
+    One- and two-byte varints (nearly all of them) are decoded inline; anything longer goes
+    through :func:`_varint_slow`. Reading past ``end`` surfaces as IndexError and becomes an
+    error; reading past a record's own end is caught by the length check at its end.
+    """
+    records: list[Record] = []
+    append = records.append
+    new = ControlRecord if control else Record
+    slow = _varint_slow
+    empty = ()
+    i = 0
+    try:
+        if count > (end - pos) // (_MIN_RECORD_BODY + 1):
+            raise _RecordError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
+        for i in range(count):
+            rstart = pos
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    z = (b & 0x7F) | (b2 << 7)
+                    length = (z >> 1) ^ -(z & 1)
+                    pos += 2
+                else:
+                    length, pos = slow(data, pos, 5)
+            rend = pos + length
+            if length < _MIN_RECORD_BODY or rend > end:
+                raise _RecordError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
+            pos += 1  # attributes: unused in v2
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = slow(data, pos, 10)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = slow(data, pos, 5)
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                n, pos = slow(data, pos, 5)
+            if n >= 0:
+                if n > rend - pos:
+                    raise _RecordError(f"key size {n} runs past the record", i, pos)
+                key = data[pos : pos + n]
+                pos += n
+            elif n == -1:
+                key = None
+            else:
+                raise _RecordError(f"invalid key size {n}", i, pos)
+            b = data[pos]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    z = (b & 0x7F) | (b2 << 7)
+                    n = (z >> 1) ^ -(z & 1)
+                    pos += 2
+                else:
+                    n, pos = slow(data, pos, 5)
+            if n >= 0:
+                if n > rend - pos:
+                    raise _RecordError(f"value size {n} runs past the record", i, pos)
+                value = data[pos : pos + n]
+                pos += n
+            elif n == -1:
+                value = None
+            else:
+                raise _RecordError(f"invalid value size {n}", i, pos)
+            if data[pos] == 0:
+                headers = empty
+                pos += 1
+            else:
+                headers, pos = _decode_headers(data, pos, rend, i)
+            if pos != rend:
+                raise _RecordError(
+                    f"expected to read {length} bytes in record payload, but instead read {pos - rend + length}",
+                    i,
+                    rstart,
+                )
+            if base_seq < 0:
+                seq = -1
+            else:
+                seq = base_seq + offset_delta
+                if seq > _INT32_MAX:
+                    seq -= 0x80000000
+            append(
+                new(
+                    base_offset + offset_delta,
+                    base_ts + ts_delta if append_ts is None else append_ts,
+                    key,
+                    value,
+                    headers,
+                    seq,
+                    rend - rstart,
+                )
+            )
+    except IndexError:
+        raise _RecordError(f"premature end of the batch after {i} of {count} records", i, end) from None
+    except _RecordError as e:
+        if e.index < 0:
+            e.index = i
+        raise
+    except InvalidRecordError as e:  # a malformed control record
+        raise _RecordError(e.reason, i, pos) from None
+    if pos != end:
+        raise _RecordError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
+    return records
+
+
+# ----------------------------------------------------------------------------------------------
+# Encoding
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[Header | tuple[str, bytes | None]] = (),
+) -> bytes:
+    """Encode one v2 record (with its length prefix)."""
+    parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta)]
+    if key is None:
+        parts.append(b"\x01")  # varint(-1)
+    else:
+        parts.append(encode_varint(len(key)))
+        parts.append(key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(encode_varint(len(value)))
+        parts.append(value)
+    headers = tuple(headers)
+    parts.append(encode_varint(len(headers)))
+    for hkey, hvalue in headers:
+        if hkey is None:
+            raise ValueError("a record header key cannot be None")
+        raw = hkey.encode("utf-8")
+        parts.append(encode_varint(len(raw)))
+        parts.append(raw)
+        if hvalue is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(encode_varint(len(hvalue)))
+            parts.append(hvalue)
+    body = b"".join(parts)
+    return encode_varint(len(body)) + body
+
+
+def encode_batch(
+    records_payload: bytes,
+    *,
+    count: int,
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: Compression = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    delete_horizon_ms: int | None = None,
+    partition_leader_epoch: int = -1,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode a whole v2 batch around already-encoded records (compressing them as asked).
+
+    With ``delete_horizon_ms`` the has-delete-horizon bit is set and the base timestamp field
+    holds the horizon (the caller encodes record timestamp deltas relative to it).
+    """
+    codec = Compression(compression)
+    attributes = int(codec)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+        base_timestamp = delete_horizon_ms
+    payload = compress(codec, records_payload, magic=MAGIC_V2, level=compression_level)
+    size = RECORDS_OFFSET + len(payload)
+    if size - LOG_OVERHEAD > _INT32_MAX:
+        raise ValueError(f"batch of {size} bytes does not fit the int32 length field")
+    buf = bytearray(size)
+    HEADER.pack_into(
+        buf,
+        0,
+        base_offset,
+        size - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    buf[RECORDS_OFFSET:] = payload
+    _CRC.pack_into(buf, CRC_OFFSET, _crc.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    return bytes(buf)
+
+
+# ----------------------------------------------------------------------------------------------
+# In-place rewrites a broker makes (Kafka's setLastOffset / setPartitionLeaderEpoch /
+# setMaxTimestamp): offsets and the leader epoch are outside the CRC; the max timestamp is not.
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Rewrite the base offset of the v2 batch at ``pos`` (the CRC stays valid)."""
+    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Rewrite the partition leader epoch of the v2 batch at ``pos`` (the CRC stays valid)."""
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: TimestampType, max_timestamp: int) -> None:
+    """Set the timestamp type and max timestamp of the v2 batch at ``pos`` and refresh its CRC
+    (how a broker stamps LogAppendTime)."""
+    view = memoryview(buf)
+    (attrs,) = struct.unpack_from(">h", view, pos + ATTRIBUTES_OFFSET)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    else:
+        attrs &= ~TIMESTAMP_TYPE_MASK
+    struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attrs)
+    _INT64.pack_into(view, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    (length,) = _INT32.unpack_from(view, pos + LENGTH_OFFSET)
+    end = pos + LOG_OVERHEAD + length
+    _CRC.pack_into(view, pos + CRC_OFFSET, _crc.crc32c(view[pos + ATTRIBUTES_OFFSET : end]))
