@@ -206,7 +206,7 @@ class FileRecords(Records):
             want = min(RECORD_BATCH_OVERHEAD, end - pos)
             head = os.pread(self._fd(), want, pos)
             remaining = end - pos if len(head) == want else len(head)  # the file shrank: a tail
-            framed = frame_entry(head, remaining, file=path, position=pos, max_batch_size=max_size)
+            framed = frame_entry(head, 0, remaining, file=path, position=pos, max_batch_size=max_size)
             if framed is None:
                 if strict:
                     raise self._truncated(pos, pos + remaining)
@@ -232,8 +232,7 @@ class FileRecords(Records):
                 buf_pos, off = pos, 0
                 if len(buf) < min(RECORD_BATCH_OVERHEAD, end - pos):
                     end = pos + len(buf)  # the file shrank while we read it
-            head = buf[off : off + RECORD_BATCH_OVERHEAD]
-            framed = frame_entry(head, end - pos, file=path, position=pos, max_batch_size=max_size)
+            framed = frame_entry(buf, off, end - pos, file=path, position=pos, max_batch_size=max_size)
             if framed is None:
                 if strict:
                     raise self._truncated(pos, end)

@@ -30,7 +30,7 @@ from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
 
 __all__ = ["Records", "MemoryRecords", "frame_entry"]
 
-_PREFIX = struct.Struct(">qi")
+_SIZE = struct.Struct(">i")
 #: Smallest legal value of the size field: a v0 message with null key and value.
 MIN_ENTRY_SIZE_FIELD = 14
 #: Largest entry a reader accepts unless told otherwise (the int32 size field's limit).
@@ -38,12 +38,13 @@ DEFAULT_MAX_BATCH_SIZE = 0x7FFFFFFF
 
 
 def frame_entry(
-    head, remaining: int, *, file: str | None, position: int, max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    buf, at: int, remaining: int, *, file: str | None, position: int, max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
 ) -> tuple[int, int] | None:
-    """Frame the entry whose first bytes are ``head`` (at least ``min(61, remaining)`` bytes).
+    """Frame the entry starting at ``buf[at]`` (``buf`` holds at least ``min(17, remaining)``
+    bytes from there).
 
     Args:
-        head: the entry's leading bytes.
+        buf, at: the buffer and the entry's start in it.
         remaining: how many bytes the data holds from the entry's start to its end.
         file, position: where the entry is, for error messages.
         max_batch_size: the largest size field accepted.
@@ -56,7 +57,7 @@ def frame_entry(
     """
     if remaining < LOG_OVERHEAD:
         return None
-    _, size = _PREFIX.unpack_from(head, 0)
+    (size,) = _SIZE.unpack_from(buf, at + 8)
     if size < MIN_ENTRY_SIZE_FIELD:
         raise CorruptRecordError(
             f"record size {size} is less than the minimum record overhead ({MIN_ENTRY_SIZE_FIELD})",
@@ -71,7 +72,7 @@ def frame_entry(
         )
     if remaining < HEADER_SIZE_UP_TO_MAGIC:
         return None
-    magic = head[16]
+    magic = buf[at + 16]
     if magic > MAGIC_V2:  # a signed byte: 128..255 are negative
         raise CorruptRecordError(
             f"invalid magic found in record: {magic if magic < 128 else magic - 256}", file=file, position=position + 16
@@ -178,7 +179,7 @@ class MemoryRecords(Records):
         max_size = self._max_batch_size
         max_decompressed = self._max_decompressed
         while pos < end:
-            framed = frame_entry(buf[pos : pos + RECORD_BATCH_OVERHEAD], end - pos, file=None, position=pos, max_batch_size=max_size)
+            framed = frame_entry(buf, pos, end - pos, file=None, position=pos, max_batch_size=max_size)
             if framed is None:
                 if strict:
                     raise TruncatedRecordError(

@@ -1,0 +1,118 @@
+"""``python -m kafkalog``: build a sample segment with every magic and codec, or summarise
+existing ``.log`` files.
+
+    python -m kafkalog                     # write a sample segment to a temp dir and summarise it
+    python -m kafkalog --out DIR           # ... keeping it in DIR
+    python -m kafkalog FILE.log [...]      # summarise segments Kafka (or kafkalog) wrote
+
+A thin surface over the public API; the full inspector CLI grows here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from . import Compression, ControlRecordType, FileRecords, KafkalogError, RecordBatchBuilder, TimestampType
+
+_SEGMENT_NAME = "00000000000000000000.log"
+
+
+def build_sample(path: str) -> int:
+    """Write a sample segment holding a batch of every (magic, codec) pair Kafka allows, plus
+    a transactional batch and its COMMIT marker; return the number of batches written."""
+    offset = 0
+    batches = 0
+    base_ts = 1_700_000_000_000
+    with FileRecords.open(path, create=True) as out:
+        out.truncate_to(0)
+        for magic in (0, 1, 2):
+            for codec in Compression:
+                if codec is Compression.ZSTD and magic < 2:
+                    continue
+                builder = RecordBatchBuilder(magic, codec, base_offset=offset)
+                for i in range(5):
+                    headers = [("source", b"kafkalog-sample")] if magic == 2 else []
+                    builder.append(
+                        f"key-{offset + i}".encode(),
+                        f"value {i} of a v{magic} {codec.kafka_name} batch ".encode() * 4,
+                        timestamp=base_ts + offset + i,
+                        headers=headers,
+                    )
+                records = builder.build()
+                out.append(records)
+                batches += sum(1 for _ in records.batches())
+                offset += 5
+        txn = RecordBatchBuilder(
+            2, Compression.LZ4, base_offset=offset, producer_id=4242, producer_epoch=0, base_sequence=0,
+            is_transactional=True, timestamp_type=TimestampType.CREATE_TIME,
+        )
+        for i in range(3):
+            txn.append(b"txn-key", f"transactional {i}".encode(), timestamp=base_ts + offset + i)
+        out.append(txn.build())
+        offset += 3
+        out.append(
+            RecordBatchBuilder.end_transaction_marker(
+                ControlRecordType.COMMIT, producer_id=4242, producer_epoch=0, coordinator_epoch=7,
+                timestamp=base_ts + offset, base_offset=offset,
+            )
+        )
+        out.flush()
+    return batches + 2
+
+
+def summarise(path: str, out=sys.stdout) -> bool:
+    """Print one line per batch of the segment at ``path`` and a total; False if it is not clean."""
+    ok = True
+    records = batches = 0
+    print(f"{path}", file=out)
+    print(f"{'position':>9} {'offsets':>13} {'magic':>5} {'codec':>6} {'count':>5} {'size':>6} {'timestamp type':>15}  flags", file=out)
+    with FileRecords.open(path) as fr:
+        try:
+            for batch in fr.batches(validate=True, strict=True):
+                n = len(batch.records())
+                records += n
+                batches += 1
+                flags = ",".join(
+                    name for name, on in (("transactional", batch.is_transactional), ("control", batch.is_control)) if on
+                )
+                print(
+                    f"{batch.position:>9} {f'{batch.base_offset}..{batch.last_offset}':>13} {batch.magic:>5} "
+                    f"{batch.compression.kafka_name:>6} {n:>5} {batch.size_in_bytes:>6} "
+                    f"{batch.timestamp_type.kafka_name:>15}  {flags}",
+                    file=out,
+                )
+        except KafkalogError as e:
+            print(f"error: {e}", file=out)
+            ok = False
+        print(f"{batches} batches, {records} records, {fr.size_in_bytes} bytes, all CRCs {'valid' if ok else 'NOT valid'}", file=out)
+    return ok
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafkalog", description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", help=".log segment files to summarise (default: build a sample)")
+    parser.add_argument("--out", help="directory to write the sample segment to (default: a temp dir)")
+    args = parser.parse_args(argv)
+    try:
+        if args.files:
+            return 0 if all([summarise(f) for f in args.files]) else 1
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            path = os.path.join(args.out, _SEGMENT_NAME)
+            build_sample(path)
+            return 0 if summarise(path) else 1
+        with tempfile.TemporaryDirectory(prefix="kafkalog-sample-") as tmp:
+            path = os.path.join(tmp, _SEGMENT_NAME)
+            build_sample(path)
+            return 0 if summarise(path) else 1
+    except (KafkalogError, OSError) as e:
+        print(f"kafkalog: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
