@@ -153,6 +153,7 @@ class RecordBatchBuilder:
                     timestamp_type=self.timestamp_type,
                     log_append_time=self.log_append_time,
                     compression_level=self.compression_level,
+                    base_offset=self.base_offset,
                 )
             )
         log_append = self.timestamp_type == TimestampType.LOG_APPEND_TIME

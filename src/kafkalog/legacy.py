@@ -381,12 +381,15 @@ def encode_message_set(
     timestamp_type: TimestampType = TimestampType.CREATE_TIME,
     log_append_time: int | None = None,
     compression_level: int | None = None,
+    base_offset: int | None = None,
 ) -> bytes:
     """Encode ``(offset, timestamp, key, value)`` records as v0/v1 messages.
 
     Uncompressed: one message per record. Compressed: one wrapper whose offset is the last
-    record's and whose inner offsets are absolute (v0) or relative to the first record (v1),
-    as Kafka's ``MemoryRecordsBuilder`` writes them.
+    record's and whose inner offsets are absolute (v0) or, for v1, relative to ``base_offset``
+    (the builder's base offset; the first record's offset when not given) — Kafka's
+    ``MemoryRecordsBuilder.toInnerOffset``, so a rebuilt batch whose first records were
+    compacted away keeps inner offsets that do not start at 0.
     """
     if magic not in (MAGIC_V0, MAGIC_V1):
         raise ValueError(f"legacy message sets have magic 0 or 1, not {magic}")
@@ -406,7 +409,9 @@ def encode_message_set(
         )
     if not records:
         return b""
-    first = records[0][0]
+    first = records[0][0] if base_offset is None else base_offset
+    if first > records[0][0]:
+        raise ValueError(f"base offset {first} is above the first record's offset {records[0][0]}")
     inner = b"".join(
         encode_message(off if magic == MAGIC_V0 else off - first, magic, key, value, timestamp=stamp(ts), attributes=ts_bit)
         for off, ts, key, value in records
