@@ -34,6 +34,9 @@ __all__ = ["Compression", "compress", "decompress", "DEFAULT_MAX_DECOMPRESSED_SI
 
 #: Default cap on the decompressed size of one batch's payload (64 MiB).
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
+# Output is produced in pieces of at most _OUTPUT_PIECE; gzip input is fed from _GZIP_FIRST_PIECE up.
+_OUTPUT_PIECE = 1 << 20
+_GZIP_FIRST_PIECE = 64
 
 
 class Compression(IntEnum):
@@ -121,31 +124,40 @@ def _gzip_compress(data: bytes, level: int | None) -> bytes:
 
 
 def _gzip_decompress(data, max_size: int) -> bytes:
+    view = memoryview(data).cast("B")
+    n = len(view)
+    pos = 0
     out = []
     total = 0
-    rest = bytes(data)
-    while True:
-        d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        pending = rest
-        try:
-            while pending:
-                chunk = d.decompress(pending, max_size - total + 1)
-                total += len(chunk)
-                if total > max_size:
-                    raise RecordTooLargeError(f"gzip payload inflates beyond the {max_size}-byte cap")
-                out.append(chunk)
-                pending = d.unconsumed_tail
-                if d.eof:
-                    break
-        except zlib.error as e:
-            raise CorruptRecordError(f"gzip payload is corrupt: {e}") from None
-        if not d.eof:
-            raise CorruptRecordError("gzip payload is truncated (no end of stream)")
-        rest = d.unused_data
-        # Java's GZIPInputStream reads concatenated members and ignores trailing bytes that do
-        # not start another member; do the same.
-        if not rest.startswith(b"\x1f\x8b"):
-            return b"".join(out)
+    try:
+        while True:  # one gzip member per round
+            d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            # Feed input in pieces that start small and double: zlib copies whatever follows a
+            # member's end into unused_data, so handing it the whole rest for each of many small
+            # members would be quadratic. Each member costs at most ~3x its own size.
+            piece_size = _GZIP_FIRST_PIECE
+            while not d.eof:
+                if pos >= n:
+                    raise CorruptRecordError("gzip payload is truncated (no end of stream)", position=n)
+                piece = view[pos : pos + piece_size]
+                piece_size = min(piece_size * 2, _OUTPUT_PIECE)
+                pending = piece
+                while True:
+                    chunk = d.decompress(pending, max_size - total + 1)
+                    total += len(chunk)
+                    if total > max_size:
+                        raise RecordTooLargeError(f"gzip payload inflates beyond the {max_size}-byte cap")
+                    out.append(chunk)
+                    pending = d.unconsumed_tail
+                    if d.eof or not pending:
+                        break
+                pos += len(piece) - len(pending) - len(d.unused_data)
+            # Java's GZIPInputStream reads concatenated members and ignores trailing bytes that
+            # do not start another member; do the same.
+            if view[pos : pos + 2] != b"\x1f\x8b":
+                return b"".join(out)
+    except zlib.error as e:
+        raise CorruptRecordError(f"gzip payload is corrupt: {e}", position=pos) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,15 +301,24 @@ def _lz4_decompress(data, max_size: int, magic: int) -> bytes:
             )
         frame[hc_pos] = correct
     d = lz4frame.LZ4FrameDecompressor()
+    out = []
+    total = 0
+    pending = bytes(frame)
     try:
-        out = d.decompress(bytes(frame), max_length=max_size + 1)
+        while not d.eof:
+            # The library allocates max_length up front: ask for bounded pieces, so the cap
+            # limits a bomb without being the size of every buffer.
+            chunk = d.decompress(pending, max_length=min(max_size - total + 1, _OUTPUT_PIECE))
+            pending = b""
+            total += len(chunk)
+            if total > max_size:
+                raise RecordTooLargeError(f"lz4 payload inflates beyond the {max_size}-byte cap")
+            out.append(chunk)
+            if d.needs_input and not d.eof:
+                raise CorruptRecordError("lz4 frame is truncated (no end mark)")
     except RuntimeError as e:
         raise CorruptRecordError(f"lz4 payload is corrupt: {e}") from None
-    if len(out) > max_size:
-        raise RecordTooLargeError(f"lz4 payload inflates beyond the {max_size}-byte cap")
-    if not d.eof:
-        raise CorruptRecordError("lz4 frame is truncated (no end mark)")
-    return out
+    return b"".join(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,7 +396,7 @@ def _zstd_decompress(data, max_size: int) -> bytes:
     try:
         reader = zstd.ZstdDecompressor().stream_reader(data, read_across_frames=True)
         while True:
-            chunk = reader.read(min(max_size - total + 1, 1 << 20))
+            chunk = reader.read(min(max_size - total + 1, _OUTPUT_PIECE))
             if not chunk:
                 break
             total += len(chunk)

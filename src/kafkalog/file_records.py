@@ -127,8 +127,8 @@ class FileRecords(Records):
     @property
     def end(self) -> int:
         """Position after this window's last byte in the file."""
-        size = self._h.size
-        return size if self._end is None else min(self._end, max(size, self._start))
+        size = max(self._h.size, self._start)  # a window past the end of the file is empty
+        return size if self._end is None else min(self._end, size)
 
     @property
     def size_in_bytes(self) -> int:

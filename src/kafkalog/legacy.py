@@ -158,7 +158,11 @@ class LegacyRecordBatch(RecordBatch):
 
     @property
     def compression(self) -> Compression:
-        return codec_for_id(self._fields[4] & COMPRESSION_CODEC_MASK, self._fields[3])
+        """The codec; UnsupportedCodecError (positioned at the attributes) for zstd or ids 5-7."""
+        try:
+            return codec_for_id(self._fields[4] & COMPRESSION_CODEC_MASK, self._fields[3])
+        except KafkalogError as e:
+            raise self._err(type(e), e.reason, MAGIC_OFFSET + 1) from None
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -241,10 +245,7 @@ class LegacyRecordBatch(RecordBatch):
         computed = self.compute_crc()
         if computed != self._fields[2]:
             raise self._err(CorruptRecordError, f"stored crc = {self._fields[2]}, computed crc = {computed}")
-        try:
-            self.compression
-        except KafkalogError as e:
-            raise self._err(type(e), e.reason, MAGIC_OFFSET + 1) from None
+        self.compression
         self._key_value()
         if deep:
             self.records()
@@ -268,10 +269,7 @@ class LegacyRecordBatch(RecordBatch):
             return self._records
         if self._fields[1] < _overhead(self.magic):
             raise self._err(CorruptRecordError, f"message size {self._fields[1]} is below the minimum")
-        try:
-            codec = self.compression
-        except KafkalogError as e:
-            raise self._err(type(e), e.reason, MAGIC_OFFSET + 1) from None
+        codec = self.compression
         key, value = self._key_value()
         if codec is Compression.NONE:
             self._records = [

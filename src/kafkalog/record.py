@@ -14,7 +14,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from .compression import Compression
-from .errors import CorruptRecordError, InvalidRecordError, TruncatedRecordError
+from .errors import InvalidRecordError, KafkalogError
 
 __all__ = [
     "Compression",
@@ -253,10 +253,10 @@ class RecordBatch(ABC):
         """Decompress and decode every record of the batch."""
 
     def is_valid(self) -> bool:
-        """True if :meth:`ensure_valid` passes (CRC and structure of the header and sizes)."""
+        """True if :meth:`ensure_valid` passes (CRC, sizes, codec and counts); never raises."""
         try:
             self.ensure_valid()
-        except (CorruptRecordError, InvalidRecordError, TruncatedRecordError):
+        except KafkalogError:
             return False
         return True
 

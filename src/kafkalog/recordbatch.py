@@ -191,7 +191,11 @@ class DefaultRecordBatch(RecordBatch):
 
     @property
     def compression(self) -> Compression:
-        return codec_for_id(self._fields[5] & COMPRESSION_CODEC_MASK, MAGIC_V2)
+        """The codec; UnsupportedCodecError (positioned at the attributes) for ids 5-7."""
+        try:
+            return codec_for_id(self._fields[5] & COMPRESSION_CODEC_MASK, MAGIC_V2)
+        except KafkalogError as e:
+            raise self._err(type(e), e.reason, ATTRIBUTES_OFFSET) from None
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -263,6 +267,7 @@ class DefaultRecordBatch(RecordBatch):
             InvalidRecordError: negative count, a count the payload cannot hold, a
                 lastOffsetDelta below count-1, or (deep) any malformed record.
             TruncatedRecordError: the buffer holds less than the declared size.
+            UnsupportedCodecError: a codec id Kafka does not define.
         """
         size = self.size_in_bytes
         if size < RECORD_BATCH_OVERHEAD:
@@ -273,6 +278,7 @@ class DefaultRecordBatch(RecordBatch):
         computed = self.compute_crc()
         if computed != self._fields[4]:
             raise self._err(CorruptRecordError, f"stored crc = {self._fields[4]}, computed crc = {computed}")
+        self.compression
         self._check_counts()
         if deep:
             self.records()
@@ -298,16 +304,14 @@ class DefaultRecordBatch(RecordBatch):
 
     def _payload(self) -> tuple[bytes, int, int]:
         """The (decompressed) record bytes as ``(data, start, end)``."""
-        codec = self._fields[5] & COMPRESSION_CODEC_MASK
-        if codec == 0:
-            buf = self._buf
-            end = self._off + self._fields[1] + LOG_OVERHEAD
-            if type(buf) is bytes and len(buf) >= end:
-                return buf, self._off + RECORDS_OFFSET, end
+        codec = self.compression
+        if codec is Compression.NONE:
+            # A copy of exactly this batch's records (a memcpy, cheap next to decoding them):
+            # a malformed record then runs into the end of its own batch, never the next one.
             data = bytes(self.entry()[RECORDS_OFFSET:])
             return data, 0, len(data)
         try:
-            data = decompress(codec_for_id(codec, MAGIC_V2), self.entry()[RECORDS_OFFSET:], max_size=self._max_decompressed)
+            data = decompress(codec, self.entry()[RECORDS_OFFSET:], max_size=self._max_decompressed)
         except KafkalogError as e:
             raise self._err(type(e), f"{e.reason}", RECORDS_OFFSET) from None
         return data, 0, len(data)
@@ -332,7 +336,7 @@ class DefaultRecordBatch(RecordBatch):
             )
         except _RecordError as e:
             if attrs & COMPRESSION_CODEC_MASK == 0:
-                raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos - start + RECORDS_OFFSET) from None
+                raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + RECORDS_OFFSET) from None
             raise self._err(
                 InvalidRecordError,
                 f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
