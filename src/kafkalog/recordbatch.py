@@ -327,6 +327,10 @@ class DefaultRecordBatch(RecordBatch):
         count = f[12]
         if count < 0:
             raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
+        if count == 0:
+            # Kafka's iterator returns nothing for an empty batch (kept by the cleaner for its
+            # producer state) without reading its payload.
+            return []
         data, start, end = self._payload()
         attrs = f[5]
         append_time = f[8] if attrs & TIMESTAMP_TYPE_MASK else None
