@@ -416,9 +416,11 @@ def _decode_records(
     slow = _varint_slow
     zz = _ZIGZAG
     empty = ()
+    min_body = _MIN_RECORD_BODY
+    no_seq = base_seq < 0
     i = 0
     try:
-        if count > (end - pos) // (_MIN_RECORD_BODY + 1):
+        if count > (end - pos) // (min_body + 1):
             raise _RecordError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
         for i in range(count):
             rstart = pos
@@ -434,20 +436,20 @@ def _decode_records(
                 else:
                     length, pos = slow(data, pos, 5)
             rend = pos + length
-            if length < _MIN_RECORD_BODY or rend > end:
+            if length < min_body or rend > end:
                 raise _RecordError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
-            pos += 1  # attributes: unused in v2
-            b = data[pos]
+            # pos is at the attributes byte (unused in v2); the timestamp delta follows it.
+            b = data[pos + 1]
             if b < 0x80:
                 ts_delta = zz[b]
-                pos += 1
+                pos += 2
             else:
-                b2 = data[pos + 1]
+                b2 = data[pos + 2]
                 if b2 < 0x80:
                     ts_delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
+                    pos += 3
                 else:
-                    ts_delta, pos = slow(data, pos, 10)
+                    ts_delta, pos = slow(data, pos + 1, 10)
             b = data[pos]
             if b < 0x80:
                 offset_delta = zz[b]
@@ -510,11 +512,11 @@ def _decode_records(
                     i,
                     rstart,
                 )
-            if base_seq < 0:
+            if no_seq:
                 seq = -1
             else:
                 seq = base_seq + offset_delta
-                if seq > _INT32_MAX:
+                if seq > 0x7FFFFFFF:  # wraps to 0 past 2**31-1 (incrementSequence)
                     seq -= 0x80000000
             append(
                 new(
