@@ -7,6 +7,7 @@ Hypothesis runs a quick, derandomized (seeded) profile by default so CI is repea
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,26 @@ def magic_codec(request) -> tuple[int, Compression]:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+def examples(n: int) -> settings:
+    """``n`` examples under the quick profile; never fewer than the loaded profile asks for."""
+    return settings(max_examples=max(n, settings.default.max_examples))
+
+
+@pytest.fixture(autouse=True)
+def _timeout_guard():
+    """Fail a test that runs longer than 20 s (a hang) instead of stalling CI; the limit grows
+    with the hypothesis profile's example count (the long profile runs ~33x more examples)."""
+    limit = 20 * max(1, settings.default.max_examples // 60)
+
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"test exceeded the {limit} s guard: a hang?")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(limit)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -11,7 +11,6 @@ checksum quirk.
 from __future__ import annotations
 
 import functools
-import signal
 import struct
 import tracemalloc
 import zlib
@@ -21,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA, MATRIX, SHARED_CORPUS
+from conftest import DATA, MATRIX, SHARED_CORPUS, examples
 from kafkalog import (
     Compression,
     ControlRecordType,
@@ -45,29 +44,6 @@ from kafkalog.varint import encode_varint, encode_varlong
 
 INT32_MAX = 2**31 - 1
 LZ4_MAGIC = bytes.fromhex("04224d18")
-
-
-def examples(n: int) -> settings:
-    """``n`` examples under the quick profile; never fewer than the loaded profile asks for."""
-    return settings(max_examples=max(n, settings.default.max_examples))
-
-
-@pytest.fixture(autouse=True)
-def _timeout_guard():
-    """Fail a test that runs longer than 20 s (a hang) instead of stalling CI; the limit grows
-    with the hypothesis profile's example count (the long profile runs ~33x more examples)."""
-    limit = 20 * max(1, settings.default.max_examples // 60)
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"test exceeded the {limit} s guard: a hang?")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(limit)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import socket
 import random
 import threading
@@ -25,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from kafkalog import (
     Compression,
     ControlRecordType,
@@ -48,29 +48,6 @@ BIG = b"kafkalog round trip " * 5000
 _FIXTURE_OK = settings(
     suppress_health_check=list(settings.default.suppress_health_check) + [HealthCheck.function_scoped_fixture]
 )
-
-
-def examples(n: int) -> settings:
-    """``n`` examples under the quick profile; never fewer than the loaded profile asks for."""
-    return settings(max_examples=max(n, settings.default.max_examples))
-
-
-@pytest.fixture(autouse=True)
-def _timeout_guard():
-    """Fail a test that runs longer than 20 s (a hang) instead of stalling CI; the limit grows
-    with the hypothesis profile's example count (the long profile runs ~33x more examples)."""
-    limit = 20 * max(1, settings.default.max_examples // 60)
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"test exceeded the {limit} s guard: a hang?")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(limit)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def increment_sequence(sequence: int, increment: int) -> int:

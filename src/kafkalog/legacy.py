@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Callable, Iterable
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, codec_for_id, compress, decompress
-from .errors import CorruptRecordError, InvalidRecordError, KafkalogError, TruncatedRecordError
+from .errors import CorruptRecordError, InvalidRecordError, KafkalogError
 from .record import (
     LOG_OVERHEAD,
     MAGIC_V0,
@@ -190,14 +190,6 @@ class LegacyRecordBatch(RecordBatch):
     partition_leader_epoch = -1
     delete_horizon_ms = None
 
-    @property
-    def position(self) -> int | None:
-        return self._position
-
-    @property
-    def file(self) -> str | None:
-        return self._file
-
     def __repr__(self) -> str:
         return (
             f"LegacyRecordBatch(magic={self.magic}, offset={self.offset}, size_in_bytes={self.size_in_bytes}, "
@@ -206,22 +198,8 @@ class LegacyRecordBatch(RecordBatch):
 
     # -- body ----------------------------------------------------------------------------------
 
-    def _err(self, cls: type[KafkalogError], reason: str, shift: int = 0) -> KafkalogError:
-        # In memory there is no file position: report the position in the buffer.
-        where = (self._off if self._position is None else self._position) + shift
-        return cls(f"v{self.magic} message at offset {self.offset}: {reason}", file=self._file, position=where)
-
-    def entry(self) -> memoryview:
-        """The whole message's bytes (loading them from the file on first use)."""
-        size = self.size_in_bytes
-        if len(self._buf) - self._off < size:
-            if self._loader is None:
-                raise self._err(TruncatedRecordError, f"only {len(self._buf) - self._off} of {size} bytes present")
-            data = self._loader()
-            if len(data) < size:
-                raise self._err(TruncatedRecordError, f"only {len(data)} of {size} bytes could be read")
-            self._buf, self._off, self._loader = data, 0, None
-        return memoryview(self._buf)[self._off : self._off + size]
+    def _label(self) -> str:
+        return f"v{self.magic} message at offset {self.offset}"
 
     def compute_crc(self) -> int:
         """CRC-32 of the bytes the stored CRC covers (magic to the end)."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import struct
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from enum import IntEnum
 from typing import NamedTuple
 
 from .compression import Compression
-from .errors import InvalidRecordError, KafkalogError
+from .errors import InvalidRecordError, KafkalogError, TruncatedRecordError
 
 __all__ = [
     "Compression",
@@ -238,6 +239,46 @@ class RecordBatch(ABC):
     base_offset: int
     last_offset: int
     size_in_bytes: int
+    # Subclasses define these slots: the buffer holding (at least the header of) the entry, the
+    # entry's start in it, its position in its file (None in memory), the file's name, and a
+    # callable returning the whole entry when only the header was read.
+    _buf: bytes | bytearray | memoryview
+    _off: int
+    _position: int | None
+    _file: str | None
+    _loader: Callable[[], bytes] | None
+
+    @property
+    def position(self) -> int | None:
+        """Byte position of the batch in its file, or None for in-memory data."""
+        return self._position
+
+    @property
+    def file(self) -> str | None:
+        """The file the batch was read from, or None."""
+        return self._file
+
+    @abstractmethod
+    def _label(self) -> str:
+        """How errors name this batch (its kind and offset)."""
+
+    def _err(self, cls: type[KafkalogError], reason: str, shift: int = 0) -> KafkalogError:
+        """An error of type ``cls`` located ``shift`` bytes into this batch."""
+        # In memory there is no file position: report the position in the buffer.
+        where = (self._off if self._position is None else self._position) + shift
+        return cls(f"{self._label()}: {reason}", file=self._file, position=where)
+
+    def entry(self) -> memoryview:
+        """The whole entry's bytes (loading them from the file on first use)."""
+        size = self.size_in_bytes
+        if len(self._buf) - self._off < size:
+            if self._loader is None:
+                raise self._err(TruncatedRecordError, f"only {len(self._buf) - self._off} of {size} bytes present")
+            data = self._loader()
+            if len(data) < size:
+                raise self._err(TruncatedRecordError, f"only {len(data)} of {size} bytes could be read")
+            self._buf, self._off, self._loader = data, 0, None
+        return memoryview(self._buf)[self._off : self._off + size]
 
     @property
     def next_offset(self) -> int:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 
 from . import crc as _crc
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, codec_for_id, compress, decompress
-from .errors import CorruptRecordError, InvalidRecordError, KafkalogError, TruncatedRecordError
+from .errors import CorruptRecordError, InvalidRecordError, KafkalogError
 from .record import (
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -216,15 +216,6 @@ class DefaultRecordBatch(RecordBatch):
         """The delete horizon the cleaner stamped (the base timestamp), or None."""
         return self._fields[7] if self._fields[5] & DELETE_HORIZON_FLAG_MASK else None
 
-    @property
-    def position(self) -> int | None:
-        """Byte position of the batch in its file, or None for in-memory data."""
-        return self._position
-
-    @property
-    def file(self) -> str | None:
-        return self._file
-
     def __repr__(self) -> str:
         return (
             f"DefaultRecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
@@ -234,22 +225,8 @@ class DefaultRecordBatch(RecordBatch):
 
     # -- body ----------------------------------------------------------------------------------
 
-    def _err(self, cls: type[KafkalogError], reason: str, shift: int = 0) -> KafkalogError:
-        # In memory there is no file position: report the position in the buffer.
-        where = (self._off if self._position is None else self._position) + shift
-        return cls(f"v2 batch at offset {self.base_offset}: {reason}", file=self._file, position=where)
-
-    def entry(self) -> memoryview:
-        """The whole entry's bytes (loading them from the file on first use)."""
-        size = self.size_in_bytes
-        if len(self._buf) - self._off < size:
-            if self._loader is None:
-                raise self._err(TruncatedRecordError, f"only {len(self._buf) - self._off} of {size} bytes present")
-            data = self._loader()
-            if len(data) < size:
-                raise self._err(TruncatedRecordError, f"only {len(data)} of {size} bytes could be read")
-            self._buf, self._off, self._loader = data, 0, None
-        return memoryview(self._buf)[self._off : self._off + size]
+    def _label(self) -> str:
+        return f"v2 batch at offset {self.base_offset}"
 
     def compute_crc(self) -> int:
         """CRC-32C of the bytes the stored CRC covers (attributes to the end)."""
