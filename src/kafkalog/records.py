@@ -195,7 +195,3 @@ class MemoryRecords(Records):
                 batch.ensure_valid()
             yield batch
             pos += size
-
-    def records(self) -> Iterator[Record]:
-        for batch in self.batches():
-            yield from batch.records()
