@@ -79,6 +79,7 @@ class FileRecords(Records):
         end: int | None = None,
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+        preallocate: int = 0,
     ) -> FileRecords:
         """Open ``path`` for reading (and appending with ``mutable``).
 
@@ -86,6 +87,9 @@ class FileRecords(Records):
             path: the ``.log`` file.
             mutable: open read-write so :meth:`append` and :meth:`truncate_to` work.
             create: create the file if it does not exist (implies ``mutable``).
+            preallocate: when the file is created here, reserve this many bytes (Kafka's
+                ``preallocate``); the records end stays at 0 and :meth:`trim` gives the space
+                back. An existing file is taken at its full length, as Kafka does.
             start, end: a window of the file; ``end=None`` follows the file's size.
             max_batch_size: largest entry size accepted while reading.
             max_decompressed_size: cap on a batch's decompressed payload.
@@ -94,9 +98,13 @@ class FileRecords(Records):
         flags = os.O_RDWR if (mutable or create) else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
+        existed = os.path.exists(path)
         fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             handle = _Handle(fd, path)
+            if create and preallocate > 0 and not existed:
+                os.ftruncate(fd, preallocate)
+                handle.size = 0
         except BaseException:
             os.close(fd)
             raise
@@ -314,6 +322,18 @@ class FileRecords(Records):
             written += os.pwrite(fd, data[written:], pos + written)
         self._h.size = pos + written
         return written
+
+    def rename_to(self, path: str | os.PathLike) -> None:
+        """Atomically rename the file; the open descriptor (and any slice) stays valid."""
+        path = os.fspath(path)
+        os.replace(self._h.path, path)
+        self._h.path = path
+
+    def trim(self) -> None:
+        """Give back preallocated space: truncate the file to the end of its records."""
+        fd = self._check_writable()
+        if os.fstat(fd).st_size > self._h.size:
+            os.ftruncate(fd, self._h.size)
 
     def flush(self) -> None:
         """fsync the file (Kafka's ``channel.force(true)``)."""

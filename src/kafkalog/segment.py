@@ -1,0 +1,523 @@
+"""A log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex``, as
+Kafka's ``LogSegment`` writes, reads, searches and recovers them.
+
+Index rule (Kafka's ``LogSegment.append`` and ``recover``): before a batch is counted, if the
+bytes appended since the last index entry are *strictly greater* than ``index.interval.bytes``,
+add the offset entry ``(last offset of this batch, start position of this batch)`` and the time
+entry ``(max timestamp so far, offset of that max)`` — the time entry only if the timestamp
+grew — and reset the count; then count the batch. The first batch is never indexed. When the
+segment is rolled or closed a last time entry is added for the max timestamp (if new). Recovery
+applies the same rule while validating every batch, so rebuilt indexes equal the ones written at
+append time byte for byte.
+
+Segments speak only batch-level facts: offsets, positions, sizes and max timestamps from batch
+headers. Not thread-safe: the partition log serialises appends, truncation and close; reads
+(``read``, ``translate_offset``, lookups) may run beside each other.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from .config import LogConfig
+from .errors import CorruptRecordError, InvalidOffsetError, InvalidRecordError, TruncatedRecordError
+from .file_records import FileRecords
+from .filenames import log_file, offset_index_file, time_index_file, txn_index_file
+from .index import AbortedTxn, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from .record import ControlRecordType, RecordBatch
+from .records import MemoryRecords
+
+__all__ = ["LogSegment", "LogOffsetPosition", "TimestampAndOffset"]
+
+_INT32_MAX = 2**31 - 1
+_UNKNOWN = TimestampOffset(-1, -1)
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where a batch is: its last offset, its position in the file and its size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """The answer of a timestamp search: a record's timestamp and offset, and its batch's
+    partition leader epoch (None when unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogSegment:
+    """One segment of a partition log.
+
+    Use :meth:`open`. Attributes ``log`` (the :class:`FileRecords`), ``offset_index``,
+    ``time_index`` and ``txn_index`` are the files; the indexes open lazily.
+    """
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        txn_index: TransactionIndex,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        roll_jitter_ms: int = 0,
+        clock: Callable[[], int] | None = None,
+        read_only: bool = False,
+    ) -> None:
+        self.log = log
+        self.read_only = read_only
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.txn_index = txn_index
+        self.base_offset = base_offset
+        self.config = config
+        self.index_interval_bytes = config.index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock or _now_ms
+        self.created_ms = self._clock()
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp_and_offset = _UNKNOWN
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike,
+        base_offset: int,
+        config: LogConfig | None = None,
+        *,
+        suffix: str = "",
+        roll_jitter_ms: int = 0,
+        clock: Callable[[], int] | None = None,
+        read_only: bool = False,
+    ) -> LogSegment:
+        """Open the segment of ``base_offset`` in ``directory``, creating its log if absent.
+
+        Args:
+            directory: the partition directory.
+            base_offset: the segment's first offset (its file name).
+            config: segment and index settings (Kafka's defaults when None).
+            suffix: a transient suffix of all its files (``.cleaned``, ``.swap``), or "".
+            roll_jitter_ms: this segment's jitter subtracted from ``segment_ms``.
+            clock: epoch milliseconds (for time-based rolling); defaults to the wall clock.
+            read_only: open an existing segment without creating or writing anything.
+        """
+        config = config or LogConfig()
+        directory = Path(directory)
+        path = log_file(directory, base_offset, suffix)
+        if read_only:
+            log = FileRecords.open(path)
+        else:
+            preallocate = config.segment_bytes if config.preallocate else 0
+            log = FileRecords.open(path, create=True, preallocate=preallocate)
+        max_index = config.segment_index_bytes
+        return cls(
+            log,
+            OffsetIndex(offset_index_file(directory, base_offset, suffix), base_offset, max_index, writable=not read_only),
+            TimeIndex(time_index_file(directory, base_offset, suffix), base_offset, max_index, writable=not read_only),
+            TransactionIndex(txn_index_file(directory, base_offset, suffix), base_offset),
+            base_offset,
+            config,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
+            read_only=read_only,
+        )
+
+    # -- facts -------------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes in the log file."""
+        return self.log.size_in_bytes
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp_and_offset == _UNKNOWN:
+            self._max_timestamp_and_offset = self.time_index.last_entry
+        return self._max_timestamp_and_offset.timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        if self._max_timestamp_and_offset == _UNKNOWN:
+            self._max_timestamp_and_offset = self.time_index.last_entry
+        return self._max_timestamp_and_offset.offset
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.stat(self.log.path).st_mtime_ns // 1_000_000
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest timestamp in the segment, or the log file's mtime when it has none."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch (the base offset when empty): a scan of
+        batch headers from the last offset index entry."""
+        position = self.offset_index.lookup(self.offset_index.last_offset).position
+        last = None
+        for batch in self.log.slice(position).batches():
+            last = batch
+        return self.base_offset if last is None else last.next_offset
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path!r})"
+
+    # -- appending ---------------------------------------------------------------------------------
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise InvalidOffsetError(
+                f"detected offset overflow at offset {offset} in segment with base offset {self.base_offset}",
+                file=self.log.path,
+            )
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        relative = offset - self.base_offset
+        return 0 <= relative <= _INT32_MAX
+
+    def append(
+        self,
+        records: MemoryRecords,
+        *,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> None:
+        """Append batches whose offsets are already assigned, indexing them by Kafka's rule.
+
+        Args:
+            records: the batches.
+            largest_offset: the last offset in ``records``.
+            largest_timestamp: the largest (batch max) timestamp in ``records``.
+            offset_of_max_timestamp: the offset Kafka records for that timestamp (the last
+                offset of the batch holding it).
+
+        Raises:
+            InvalidOffsetError: ``largest_offset`` is beyond the int32 range of the base offset.
+        """
+        size = records.size_in_bytes
+        if size <= 0:
+            return
+        position = self.log.size_in_bytes
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self._ensure_offset_in_range(largest_offset)
+        self.log.append(records)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
+    def append_batches(self, records: MemoryRecords) -> None:
+        """Append ``records`` one batch at a time, taking offsets and timestamps from their
+        headers (how a follower or a copy tool appends already-offset batches)."""
+        for batch in records.batches():
+            raw = MemoryRecords(batch.entry())
+            self.append(
+                raw,
+                largest_offset=batch.last_offset,
+                largest_timestamp=batch.max_timestamp,
+                offset_of_max_timestamp=batch.last_offset,
+            )
+
+    def update_txn_index(self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int) -> None:
+        """Record an aborted transaction (a completed transaction that was aborted)."""
+        self.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset, last_stable_offset))
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= ``offset``: index floor, then a scan of
+        batch headers (Kafka's ``translateOffset``). None if the offset is past the end."""
+        mapping = self.offset_index.lookup(offset)
+        start = max(mapping.position, starting_position)
+        for batch in self.log.slice(start).batches():
+            if batch.last_offset >= offset:
+                return LogOffsetPosition(batch.last_offset, batch.position, batch.size_in_bytes)  # type: ignore[arg-type]
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = True
+    ) -> FileRecords | None:
+        """A slice of the log from the batch holding ``start_offset``, at most ``max_size`` bytes
+        (at least that whole first batch with ``min_one_message``) and not past
+        ``max_position``. None if ``start_offset`` is past the end of the segment.
+
+        Raises:
+            ValueError: a negative ``max_size``.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for log read from segment {self.log.path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        if max_position is None:
+            max_position = self.size
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        if adjusted == 0 or max_position == -1:
+            return self.log.slice(found.position, 0)
+        fetch_size = min(max_position - found.position, adjusted)
+        return self.log.slice(found.position, max(0, fetch_size))
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``
+        (Kafka's ``findOffsetByTimestamp``), or None."""
+        if starting_offset is None:
+            starting_offset = self.base_offset
+        floor = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(floor.offset, starting_offset)).position
+        for batch in self.log.slice(position).batches():
+            if batch.max_timestamp >= timestamp:
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+        return None
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """Aborted transactions in ``[fetch_offset, upper_bound_offset)``, and whether complete."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def _largest_timestamp_after(self, position: int) -> TimestampOffset:
+        best = TimestampOffset(-1, -1)
+        for batch in self.log.slice(position).batches():
+            if batch.max_timestamp > best.timestamp:
+                best = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        return best
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry
+        position = self.offset_index.lookup(last.offset).position
+        after = self._largest_timestamp_after(position)
+        return after if after.timestamp > last.timestamp else last
+
+    # -- recovery and truncation -------------------------------------------------------------------
+
+    def recover(self, max_message_size: int | None = None, *, ongoing_txns: dict[int, int] | None = None) -> int:
+        """Rebuild the indexes from the log, truncating it at the first invalid byte.
+
+        Resets the three indexes, validates every batch (size, CRC-32C or CRC-32, counts),
+        rebuilds the offset and time indexes by the append rule and the transaction index from
+        the markers, truncates the log after the last valid batch, trims the indexes.
+
+        Args:
+            max_message_size: a batch larger than this counts as invalid (None: no limit
+                beyond the file).
+            ongoing_txns: producer id -> first offset of transactions open at the segment's
+                start (from producer state); updated in place as transactions complete.
+
+        Returns:
+            The number of bytes truncated.
+
+        Raises:
+            InvalidOffsetError: a batch's offsets do not fit the segment's relative range (the
+                segment needs splitting, as Kafka's loader does, not truncating).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        self._max_timestamp_and_offset = _UNKNOWN
+        ongoing = {} if ongoing_txns is None else ongoing_txns
+        valid_bytes = 0
+        last_index_entry = 0
+        log = self.log
+        if max_message_size is not None:
+            log = FileRecords.open(self.log.path, max_batch_size=max_message_size)
+        try:
+            for batch in log.batches(validate=True):
+                self._ensure_offset_in_range(batch.last_offset)
+                if batch.max_timestamp > self.max_timestamp_so_far:
+                    self._max_timestamp_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, valid_bytes)
+                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size_in_bytes
+                if batch.magic >= 2:
+                    self._track_transactions(batch, ongoing)
+        except (CorruptRecordError, InvalidRecordError, TruncatedRecordError):
+            pass  # everything from valid_bytes on is truncated below
+        finally:
+            if log is not self.log:
+                log.close()
+        truncated = self.log.size_in_bytes - valid_bytes
+        self.log.truncate_to(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        # A normally closed segment always ends with an entry for the largest timestamp.
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        return truncated
+
+    def _track_transactions(self, batch: RecordBatch, ongoing: dict[int, int]) -> None:
+        """Follow transactions through one batch; index the ones that abort (Kafka's
+        ProducerStateManager as ``LogSegment.updateProducerState`` drives it)."""
+        pid = batch.producer_id
+        if pid < 0 or not batch.is_transactional:
+            return
+        if not batch.is_control:
+            ongoing.setdefault(pid, batch.base_offset)
+            return
+        records = batch.records()
+        if not records or records[0].control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return
+        marker = records[0]
+        first = ongoing.get(pid, marker.offset)
+        if marker.control_type is ControlRecordType.ABORT:
+            # The last stable offset when it completed: the first offset of the earliest other
+            # transaction still open, else just past the marker.
+            others = [offset for producer, offset in ongoing.items() if producer != pid]
+            lso = min(others) if others else marker.offset + 1
+            self.txn_index.append(AbortedTxn(pid, first, marker.offset, lso))
+        ongoing.pop(pid, None)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch from the one holding ``offset`` on, with their index entries;
+        return the bytes removed (Kafka's ``truncateTo``)."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.log.size_in_bytes == 0:
+            self.created_ms = self._clock()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        if self.max_timestamp_so_far >= 0:
+            self._max_timestamp_and_offset = self._read_largest_timestamp()
+        return removed
+
+    # -- rolling -----------------------------------------------------------------------------------
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None:
+            for batch in self.log.batches():
+                self._rolling_based_timestamp = batch.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How long this segment has been open, by the first batch's timestamp when it has one
+        (Kafka's ``timeWaitedForRoll``), else by the wall clock since creation."""
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp if self._rolling_based_timestamp is not None else -1
+        return message_timestamp - ts if ts >= 0 else now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int | None = None,
+        max_segment_bytes: int | None = None,
+        max_segment_ms: int | None = None,
+    ) -> bool:
+        """Whether the next append must go to a new segment (Kafka's ``shouldRoll``): it would
+        not fit ``segment.bytes``, the segment is older than ``segment.ms`` minus jitter, an
+        index is full, or the offsets would overflow the relative range."""
+        now_ms = self._clock() if now_ms is None else now_ms
+        max_bytes = self.config.segment_bytes if max_segment_bytes is None else max_segment_bytes
+        max_ms = self.config.segment_ms if max_segment_ms is None else max_segment_ms
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > max_ms - self.roll_jitter_ms
+        size = self.size
+        return (
+            size > max_bytes - messages_size
+            or (size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over: final time entry, trim the indexes and the
+        log's preallocation (Kafka's ``onBecomeInactiveSegment``)."""
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.log.trim()
+
+    def resize_indexes(self, size: int) -> None:
+        """Grow (or shrink) both indexes' files, as the log does for its active segment."""
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # -- files -------------------------------------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Check the three indexes (CorruptIndexError) and that the log exists."""
+        if not os.path.exists(self.log.path):
+            raise FileNotFoundError(self.log.path)
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    def flush(self) -> None:
+        """fsync the log and the indexes."""
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Final time entry, trim and close every file."""
+        if self.log.closed:
+            return
+        if not self.read_only and self._max_timestamp_and_offset != _UNKNOWN:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        self.log.close()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file from ``old_suffix`` to ``new_suffix`` (``""``, ``.cleaned``,
+        ``.swap``, ``.deleted``), each atomically."""
+
+        def renamed(path: os.PathLike | str) -> Path:
+            path = Path(path)
+            name = path.name
+            if old_suffix and not name.endswith(old_suffix):
+                raise ValueError(f"{name} does not end with {old_suffix!r}")
+            stem = name[: len(name) - len(old_suffix)] if old_suffix else name
+            return path.with_name(stem + new_suffix)
+
+        self.log.rename_to(renamed(self.log.path))
+        self.offset_index.rename_to(renamed(self.offset_index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+
+    def delete_if_exists(self) -> None:
+        """Close and delete every file of the segment."""
+        path = self.log.path
+        self.log.close()
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
