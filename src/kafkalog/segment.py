@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .config import LogConfig
-from .errors import CorruptRecordError, InvalidOffsetError, InvalidRecordError, TruncatedRecordError
+from .errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError, InvalidRecordError, TruncatedRecordError
 from .file_records import FileRecords
 from .filenames import log_file, offset_index_file, time_index_file, txn_index_file
 from .index import AbortedTxn, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
@@ -119,13 +119,14 @@ class LogSegment:
         config = config or LogConfig()
         directory = Path(directory)
         path = log_file(directory, base_offset, suffix)
+        created = not read_only and not path.exists()
         if read_only:
             log = FileRecords.open(path)
         else:
             preallocate = config.segment_bytes if config.preallocate else 0
             log = FileRecords.open(path, create=True, preallocate=preallocate)
         max_index = config.segment_index_bytes
-        return cls(
+        segment = cls(
             log,
             OffsetIndex(offset_index_file(directory, base_offset, suffix), base_offset, max_index, writable=not read_only),
             TimeIndex(time_index_file(directory, base_offset, suffix), base_offset, max_index, writable=not read_only),
@@ -136,6 +137,12 @@ class LogSegment:
             clock=clock,
             read_only=read_only,
         )
+        if created:
+            # A new segment gets its preallocated index files now, as a broker's active segment
+            # has them; an existing segment's indexes open lazily on first use.
+            segment.offset_index.entries
+            segment.time_index.entries
+        return segment
 
     # -- facts -------------------------------------------------------------------------------------
 
@@ -466,9 +473,12 @@ class LogSegment:
     # -- files -------------------------------------------------------------------------------------
 
     def sanity_check(self) -> None:
-        """Check the three indexes (CorruptIndexError) and that the log exists."""
-        if not os.path.exists(self.log.path):
-            raise FileNotFoundError(self.log.path)
+        """Check that the index files exist and are sane; a CorruptIndexError means the
+        segment needs :meth:`recover` (Kafka's loader recovers on a missing offset index too).
+        Call it before anything opens the indexes: opening creates a missing file."""
+        for index in (self.offset_index, self.time_index):
+            if not index.path.exists():
+                raise CorruptIndexError("index file does not exist", file=str(index.path))
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
         self.txn_index.sanity_check()
