@@ -164,10 +164,16 @@ class FileRecords(Records):
         return f"FileRecords({self._h.path!r}, start={self._start}, end={self.end})"
 
     def close(self) -> None:
-        """Close the file (a slice leaves its parent's descriptor open)."""
+        """Close the file (a slice leaves its parent's descriptor open). A writable file is
+        first fsynced and trimmed of preallocated space, as Kafka's ``FileRecords.close``."""
         if self._owner and not self._h.closed:
-            self._h.closed = True
-            os.close(self._h.fd)
+            try:
+                if self._writable:
+                    self.flush()
+                    self.trim()
+            finally:
+                self._h.closed = True
+                os.close(self._h.fd)
 
     # -- reading ---------------------------------------------------------------------------------
 
