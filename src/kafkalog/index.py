@@ -556,9 +556,10 @@ class TransactionIndex:
 
     ENTRY_SIZE = _TXN_ENTRY.size
 
-    def __init__(self, path: str | os.PathLike, start_offset: int) -> None:
+    def __init__(self, path: str | os.PathLike, start_offset: int, *, writable: bool = True) -> None:
         self._path = Path(path)
         self.start_offset = start_offset
+        self._writable = writable
         self._fd: int | None = None
         self._last_offset: int | None = None
 
@@ -568,7 +569,10 @@ class TransactionIndex:
 
     def _channel(self, create: bool) -> int | None:
         if self._fd is None and (create or self._path.exists()):
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            if create and not self._writable:
+                raise LogClosedError("transaction index opened read-only", file=str(self._path))
+            flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
+            self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:

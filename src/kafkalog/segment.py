@@ -130,7 +130,7 @@ class LogSegment:
             log,
             OffsetIndex(offset_index_file(directory, base_offset, suffix), base_offset, max_index, writable=not read_only),
             TimeIndex(time_index_file(directory, base_offset, suffix), base_offset, max_index, writable=not read_only),
-            TransactionIndex(txn_index_file(directory, base_offset, suffix), base_offset),
+            TransactionIndex(txn_index_file(directory, base_offset, suffix), base_offset, writable=not read_only),
             base_offset,
             config,
             roll_jitter_ms=roll_jitter_ms,
