@@ -88,6 +88,7 @@ class _Index:
     _OFFSET_STRUCT = struct.Struct(">i")
     _OFFSET_AT: int
     _CACHE_TYPECODE: str
+    _ENTRY_STRUCT: struct.Struct
 
     def __init__(
         self, path: str | os.PathLike, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *, writable: bool = True
@@ -296,7 +297,7 @@ class _Index:
             raise InvalidOffsetError(
                 f"attempt to append to a full index (size = {self._entries})", file=str(self._path)
             )
-        self._mm[self._entries] = row  # type: ignore[index]
+        self._ENTRY_STRUCT.pack_into(self._raw, self._entries * self.entry_size, *row)
         self._entries += 1
         if self._keys is not None:
             self._keys.append(row[0])  # the key is the first column of both layouts
@@ -378,6 +379,7 @@ class OffsetIndex(_Index):
     """Maps offsets to byte positions in the segment's log: ``[relativeOffset, position]``."""
 
     DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+    _ENTRY_STRUCT = struct.Struct(">ii")
     KEY = "relative_offset"
     OFFSET = "relative_offset"
     _KEY_STRUCT = struct.Struct(">i")
@@ -395,7 +397,7 @@ class OffsetIndex(_Index):
         """The ``n``-th entry with its absolute offset."""
         if not 0 <= n < self.entries:
             raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        rel, pos = struct.unpack_from(">ii", self._raw, n * 8)
+        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
@@ -450,6 +452,7 @@ class TimeIndex(_Index):
     increase. One slot is kept free for the entry written when the segment is rolled."""
 
     DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+    _ENTRY_STRUCT = struct.Struct(">qi")
     KEY = "timestamp"
     OFFSET = "relative_offset"
     _KEY_STRUCT = struct.Struct(">q")
@@ -465,7 +468,7 @@ class TimeIndex(_Index):
     def entry(self, n: int) -> TimestampOffset:
         if not 0 <= n < self.entries:
             raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        ts, rel = struct.unpack_from(">qi", self._raw, n * 12)
+        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, n * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
     @property
