@@ -321,11 +321,14 @@ class FileRecords(Records):
     def append(self, records: MemoryRecords | bytes | bytearray | memoryview) -> int:
         """Append the bytes of ``records`` at the end of the file; return how many were written."""
         fd = self._check_writable()
-        data = memoryview(records.buffer if isinstance(records, MemoryRecords) else records).cast("B")
+        data = records.buffer if isinstance(records, MemoryRecords) else records
         pos = self._h.size
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], pos + written)
+        total = len(data) if not isinstance(data, memoryview) else data.nbytes
+        written = os.pwrite(fd, data, pos)
+        if written < total:  # a short write: carry on from where it stopped
+            view = memoryview(data).cast("B")
+            while written < total:
+                written += os.pwrite(fd, view[written:], pos + written)
         self._h.size = pos + written
         return written
 

@@ -18,8 +18,8 @@ lookup does not page in the cold part of a large index. That search is kept here
 path. The default path keeps a native-endian copy of the search column, built on the first
 lookup and kept up to date by appends and truncations, and runs ``bisect`` on it in C (or
 ``numpy.searchsorted`` for many targets at once): a lookup then costs well under a microsecond
-instead of ~20 reads through the map. Set ``KAFKALOG_INDEX_SEARCH=plain`` to use the plain path
-only; the tests run both.
+instead of ~20 reads through the map. Set ``KAFKALOG_INDEX_SEARCH=plain`` (read when an index
+opens) to use the plain path only; the tests run both.
 
 This module knows nothing of records. Indexes are not thread-safe; their segment serialises
 access.
@@ -76,7 +76,7 @@ class _Index:
 
     Owns the map's lifecycle: preallocation of a new file, opening (lazily, on first use, so a
     log with thousands of segments opens fast), resize, trim, truncation, reset, flush, rename
-    and delete (each closing the map first). Subclasses define the entry layout: the dtype, the
+    (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
     search column and which column holds the relative offset.
     """
 
@@ -103,6 +103,8 @@ class _Index:
         self._mm: np.memmap | None = None
         self._length = 0
         self._entries = 0
+        self._capacity = 0  # entries the file has room for (length // entry size)
+        self._plain = False  # search with Kafka's plain binary search only
         self._keys: array | None = None  # native copy of the key column (fast search)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -135,15 +137,16 @@ class _Index:
             raise
         self._fd = fd
         self._opened = True
+        self._plain = _plain_search_forced()
         self._map()
         # Kafka counts an existing index's entries from its length: a file left preallocated by
         # a crash reads as full of zero entries until recovery resets it.
-        self._entries = 0 if newly_created else self._length // size
+        self._truncate_to_entries(0 if newly_created else self._length // size)
 
     def _map(self) -> None:
         self._mm = None
         self._keys = None
-        n = self._length // self.entry_size
+        n = self._capacity = self._length // self.entry_size
         if n:
             mode = "r+" if self._writable else "r"
             self._mm = np.memmap(self._path, dtype=self.DTYPE, mode=mode, shape=(n,))
@@ -174,7 +177,7 @@ class _Index:
     def max_entries(self) -> int:
         """Entries the file has room for at its current length."""
         self._ensure()
-        return self._length // self.entry_size
+        return self._capacity
 
     @property
     def length(self) -> int:
@@ -189,7 +192,8 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        self._ensure()
+        return self._entries >= self._capacity
 
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to whole entries (never below the
@@ -218,6 +222,11 @@ class _Index:
         self._entries = n
         if self._keys is not None:
             del self._keys[n:]
+        self._load_last()
+
+    def _load_last(self) -> None:
+        """Refresh the cached last entry from the map after the entry count changed
+        (subclasses keep it as plain attributes so appends need no read-back)."""
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry for an offset >= ``offset`` (Kafka's ``truncateTo``)."""
@@ -264,8 +273,8 @@ class _Index:
             self._close_handle()
 
     def rename_to(self, path: str | os.PathLike) -> None:
-        """Atomically rename the file (the map is closed first; it reopens lazily)."""
-        self.close_handler()
+        """Atomically rename the file. An open map and descriptor stay valid across a rename on
+        POSIX, so the entries held (also those of an untrimmed active index) are kept."""
         if self._path.exists():
             os.replace(self._path, path)
         self._path = Path(path)
@@ -293,7 +302,7 @@ class _Index:
         return self._KEY_STRUCT.unpack_from(self._raw, slot * self.entry_size + self._KEY_AT)[0]
 
     def _write(self, row: tuple) -> None:
-        if self._entries >= self._length // self.entry_size:
+        if self._entries >= self._capacity:
             raise InvalidOffsetError(
                 f"attempt to append to a full index (size = {self._entries})", file=str(self._path)
             )
@@ -340,7 +349,7 @@ class _Index:
         self._ensure()
         if self._entries == 0:
             return -1
-        if _plain_search_forced():
+        if self._plain:
             return self._plain_search(target, self._KEY_STRUCT, self._KEY_AT)
         return bisect.bisect_right(self._key_cache(), target) - 1
 
@@ -350,7 +359,7 @@ class _Index:
         targets = np.asarray(targets)
         if self._entries == 0:
             return np.full(targets.shape, -1, dtype=np.int64)
-        if _plain_search_forced():
+        if self._plain:
             return np.array([self._search(int(t)) for t in targets.ravel()], dtype=np.int64).reshape(targets.shape)
         info = np.iinfo(np.dtype(self._CACHE_TYPECODE))
         keys = np.frombuffer(self._key_cache(), dtype=np.dtype(self._CACHE_TYPECODE))
@@ -387,11 +396,17 @@ class OffsetIndex(_Index):
     _OFFSET_AT = 0
     _CACHE_TYPECODE = "i"
 
+    _last_offset = 0
+
+    def _load_last(self) -> None:
+        n = self._entries
+        self._last_offset = self.base_offset if n == 0 else self.base_offset + self._relative_offset(n - 1)
+
     @property
     def last_offset(self) -> int:
         """The offset of the last entry (the base offset when empty)."""
-        n = self.entries
-        return self.base_offset if n == 0 else self.base_offset + self._relative_offset(n - 1)
+        self._ensure()
+        return self._last_offset
 
     def entry(self, n: int) -> OffsetPosition:
         """The ``n``-th entry with its absolute offset."""
@@ -407,19 +422,24 @@ class OffsetIndex(_Index):
             InvalidOffsetError: an offset not above the last one, outside the relative range,
                 or a full index.
         """
-        self._ensure()
-        if self._entries and offset <= self.last_offset:
+        if not self._opened:
+            self._open()
+        if self._entries and offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"attempt to append an offset ({offset}) to position {self._entries} no larger than the "
-                f"last offset appended ({self.last_offset})",
+                f"last offset appended ({self._last_offset})",
                 file=str(self._path),
             )
         self._write((self._relative(offset), position))
+        self._last_offset = offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""
         slot = self._search(target_offset - self.base_offset)
-        return OffsetPosition(self.base_offset, 0) if slot == -1 else self.entry(slot)
+        if slot == -1:
+            return OffsetPosition(self.base_offset, 0)
+        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
 
     def lookup_many(self, target_offsets) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays of (offsets, positions) for many targets."""
@@ -460,10 +480,21 @@ class TimeIndex(_Index):
     _OFFSET_AT = 8
     _CACHE_TYPECODE = "q"
 
+    _last_entry = TimestampOffset(NO_TIMESTAMP, 0)
+
+    def _load_last(self) -> None:
+        n = self._entries
+        if n == 0:
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        else:
+            ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, (n - 1) * 12)
+            self._last_entry = TimestampOffset(ts, self.base_offset + rel)
+
     @property
     def is_full(self) -> bool:
         # Kafka keeps the last slot for the final entry appended on roll (skip_full_check).
-        return self.entries >= self.max_entries - 1
+        self._ensure()
+        return self._entries >= self._capacity - 1
 
     def entry(self, n: int) -> TimestampOffset:
         if not 0 <= n < self.entries:
@@ -474,8 +505,8 @@ class TimeIndex(_Index):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty."""
-        n = self.entries
-        return TimestampOffset(NO_TIMESTAMP, self.base_offset) if n == 0 else self.entry(n - 1)
+        self._ensure()
+        return self._last_entry
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Append ``(timestamp, offset)`` if the timestamp is larger than the last one's
@@ -485,12 +516,13 @@ class TimeIndex(_Index):
             InvalidOffsetError: a full index (unless ``skip_full_check``), an offset below the
                 last entry's, or a timestamp below it.
         """
-        self._ensure()
-        if not skip_full_check and self.is_full:
+        if not self._opened:
+            self._open()
+        if not skip_full_check and self._entries >= self._capacity - 1:
             raise InvalidOffsetError(
                 f"attempt to append to a full time index (size = {self._entries})", file=str(self._path)
             )
-        last = self.last_entry
+        last = self._last_entry
         if self._entries and offset < last.offset:
             raise InvalidOffsetError(
                 f"attempt to append an offset ({offset}) to slot {self._entries} no larger than the last "
@@ -505,13 +537,17 @@ class TimeIndex(_Index):
             )
         if timestamp > last.timestamp:
             self._write((timestamp, self._relative(offset)))
+            self._last_entry = TimestampOffset(timestamp, offset)
             return True
         return False
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or ``(-1, base_offset)``."""
         slot = self._search(target_timestamp)
-        return TimestampOffset(NO_TIMESTAMP, self.base_offset) if slot == -1 else self.entry(slot)
+        if slot == -1:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError for a length that is not whole entries, a last timestamp
@@ -656,14 +692,21 @@ class TransactionIndex:
         self._last_offset = -1
 
     def sanity_check(self) -> None:
-        """Raise CorruptIndexError for a length that is not whole entries (or a bad version)."""
+        """Raise CorruptIndexError for a length that is not whole entries, a bad version, or an
+        entry whose last offset is below the segment's start offset (Kafka's check)."""
         size = self._path.stat().st_size if self._path.exists() else 0
         if size % self.ENTRY_SIZE:
             raise CorruptIndexError(
                 f"transaction index file has size {size} which is not a multiple of {self.ENTRY_SIZE}",
                 file=str(self._path),
             )
-        self.all_aborted_txns()
+        for i, txn in enumerate(self.all_aborted_txns()):
+            if txn.last_offset < self.start_offset:
+                raise CorruptIndexError(
+                    f"last offset of aborted transaction {txn} is less than start offset {self.start_offset}",
+                    file=str(self._path),
+                    position=i * self.ENTRY_SIZE,
+                )
 
     def flush(self) -> None:
         if self._fd is not None:
@@ -675,7 +718,7 @@ class TransactionIndex:
             self._fd = None
 
     def rename_to(self, path: str | os.PathLike) -> None:
-        self.close()
+        """Atomically rename the file (an open descriptor stays valid)."""
         if self._path.exists():
             os.replace(self._path, path)
         self._path = Path(path)

@@ -34,7 +34,6 @@ from .records import MemoryRecords
 __all__ = ["LogSegment", "LogOffsetPosition", "TimestampAndOffset"]
 
 _INT32_MAX = 2**31 - 1
-_UNKNOWN = TimestampOffset(-1, -1)
 
 
 class LogOffsetPosition(NamedTuple):
@@ -91,7 +90,11 @@ class LogSegment:
         self.created_ms = self._clock()
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
-        self._max_timestamp_and_offset = _UNKNOWN
+        # The max timestamp so far and the offset recorded for it; read from the time index's
+        # last entry on first use (Kafka's maxTimestampAndOffsetSoFar).
+        self._max_loaded = False
+        self._max_ts = -1
+        self._max_ts_offset = -1
 
     @classmethod
     def open(
@@ -151,17 +154,24 @@ class LogSegment:
         """Bytes in the log file."""
         return self.log.size_in_bytes
 
+    def _load_max(self) -> None:
+        self._max_ts, self._max_ts_offset = self.time_index.last_entry
+        self._max_loaded = True
+
+    def _set_max(self, timestamp: int, offset: int) -> None:
+        self._max_ts, self._max_ts_offset, self._max_loaded = timestamp, offset, True
+
     @property
     def max_timestamp_so_far(self) -> int:
-        if self._max_timestamp_and_offset == _UNKNOWN:
-            self._max_timestamp_and_offset = self.time_index.last_entry
-        return self._max_timestamp_and_offset.timestamp
+        if not self._max_loaded:
+            self._load_max()
+        return self._max_ts
 
     @property
     def offset_of_max_timestamp_so_far(self) -> int:
-        if self._max_timestamp_and_offset == _UNKNOWN:
-            self._max_timestamp_and_offset = self.time_index.last_entry
-        return self._max_timestamp_and_offset.offset
+        if not self._max_loaded:
+            self._load_max()
+        return self._max_ts_offset
 
     @property
     def last_modified_ms(self) -> int:
@@ -225,13 +235,16 @@ class LogSegment:
         position = self.log.size_in_bytes
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        self._ensure_offset_in_range(largest_offset)
+        if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
+            self._ensure_offset_in_range(largest_offset)
         self.log.append(records)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
+        if not self._max_loaded:
+            self._load_max()
+        if largest_timestamp > self._max_ts:
+            self._max_ts, self._max_ts_offset = largest_timestamp, offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
@@ -343,7 +356,7 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
-        self._max_timestamp_and_offset = _UNKNOWN
+        self._max_loaded = False
         ongoing = {} if ongoing_txns is None else ongoing_txns
         valid_bytes = 0
         last_index_entry = 0
@@ -352,12 +365,14 @@ class LogSegment:
             log = FileRecords.open(self.log.path, max_batch_size=max_message_size)
         try:
             for batch in log.batches(validate=True):
-                self._ensure_offset_in_range(batch.last_offset)
-                if batch.max_timestamp > self.max_timestamp_so_far:
-                    self._max_timestamp_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                last_offset = batch.last_offset
+                self._ensure_offset_in_range(last_offset)
+                max_timestamp = batch.max_timestamp
+                if max_timestamp > self.max_timestamp_so_far:
+                    self._set_max(max_timestamp, last_offset)
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(batch.last_offset, valid_bytes)
-                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                    self.offset_index.append(last_offset, valid_bytes)
+                    self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
                     last_index_entry = valid_bytes
                 valid_bytes += batch.size_in_bytes
                 if batch.magic >= 2:
@@ -373,7 +388,8 @@ class LogSegment:
         # A normally closed segment always ends with an entry for the largest timestamp.
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True)
         self.time_index.trim_to_valid_size()
-        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        # Kafka's recover leaves the bytes-since-last-entry count alone (0 on a freshly opened
+        # segment), so appends after recovery count from zero again.
         return truncated
 
     def _track_transactions(self, batch: RecordBatch, ongoing: dict[int, int]) -> None:
@@ -413,7 +429,7 @@ class LogSegment:
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
         if self.max_timestamp_so_far >= 0:
-            self._max_timestamp_and_offset = self._read_largest_timestamp()
+            self._set_max(*self._read_largest_timestamp())
         return removed
 
     # -- rolling -----------------------------------------------------------------------------------
@@ -494,7 +510,7 @@ class LogSegment:
         """Final time entry, trim and close every file."""
         if self.log.closed:
             return
-        if not self.read_only and self._max_timestamp_and_offset != _UNKNOWN:
+        if not self.read_only and self._max_loaded:
             self.time_index.maybe_append(
                 self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
             )
