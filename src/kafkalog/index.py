@@ -652,7 +652,7 @@ class TransactionIndex:
         out = []
         for pos in range(0, whole, self.ENTRY_SIZE):
             version, *fields = _TXN_ENTRY.unpack_from(data, pos)
-            if version != _TXN_VERSION:
+            if version > _TXN_VERSION:  # Kafka rejects only versions it does not know yet
                 raise CorruptIndexError(
                     f"unexpected aborted transaction version {version} (expected {_TXN_VERSION})",
                     file=str(self._path),
