@@ -522,14 +522,17 @@ def section_index(args, out):
         tail_targets = [base + pyr.randrange(tail_lo, hi) for _ in range(args.lookups)]
         plain_n = max(1000, args.lookups // 4)
 
-        # --- correctness, both paths, before timing
+        # --- correctness, both paths, before timing. The search mode is read when an index
+        # opens, so each path gets its own index object.
         idx = open_index()
+        with index_search("plain"):
+            idx_plain = open_index()
         sample = rand_targets[:2000] + tail_targets[:500] + [base - 5, base, base + int(rel[0]),
                                                              base + int(rel[-1]), base + hi]
         want_off, want_pos = truth(sample)
-        for mode in (None, "plain"):
+        for mode, which in ((None, idx), ("plain", idx_plain)):
             with index_search(mode):
-                got = [tuple(idx.lookup(t)) for t in sample]
+                got = [tuple(which.lookup(t)) for t in sample]
             bad = [(t, g, (int(o), int(p))) for t, g, o, p in zip(sample, got, want_off, want_pos)
                    if g != (int(o), int(p))]
             if bad:
@@ -557,9 +560,10 @@ def section_index(args, out):
 
         # --- single lookups
         keys_list = rel.tolist()
-        lookup = idx.lookup
 
-        def loop_lookup(targets):
+        def loop_lookup(targets, which=idx):
+            lookup = which.lookup
+
             def go():
                 for t in targets:
                     lookup(t)
@@ -578,10 +582,10 @@ def section_index(args, out):
         cases = [
             ("bisect_random", None, loop_bisect(rand_targets), len(rand_targets)),
             ("default_random", None, loop_lookup(rand_targets), len(rand_targets)),
-            ("plain_random", "plain", loop_lookup(rand_targets[:plain_n]), plain_n),
+            ("plain_random", "plain", loop_lookup(rand_targets[:plain_n], idx_plain), plain_n),
             ("bisect_tail", None, loop_bisect(tail_targets), len(tail_targets)),
             ("default_tail", None, loop_lookup(tail_targets), len(tail_targets)),
-            ("plain_tail", "plain", loop_lookup(tail_targets[:plain_n]), plain_n),
+            ("plain_tail", "plain", loop_lookup(tail_targets[:plain_n], idx_plain), plain_n),
         ]
         progress(f"[2] index: single lookups ({args.lookups} targets; plain path {plain_n}), "
                  f"best of {args.lookup_repeats}")
@@ -604,6 +608,7 @@ def section_index(args, out):
         res["searchsorted_many"] = {"ns_per_lookup": min(ts_) / args.many * 1e9}
         res["lookup_many"] = {"ns_per_lookup": min(tm) / args.many * 1e9}
         idx.close()
+        idx_plain.close()
     finally:
         shutil.rmtree(d, ignore_errors=True)
     out["index"] = res
