@@ -45,8 +45,10 @@ import struct
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import cpu_facts, parse_size, table  # noqa: E402
 
 perf_counter = time.perf_counter
 
@@ -234,16 +236,6 @@ def si(x: float | None, unit: str = "") -> str:
 
 def fmt_gbs(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
-
-
-def parse_size(s: str) -> int:
-    s = s.strip().upper().replace("IB", "").replace("B", "")
-    mult = 1
-    for suf, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
-        if s.endswith(suf):
-            s, mult = s[:-1], m
-            break
-    return int(float(s) * mult)
 
 
 # --------------------------------------------------------------------------
@@ -700,26 +692,7 @@ def section_file(args, out, crc_rows):
 
 
 def machine_facts():
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        cpu = platform.processor() or "?"
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    fl = set(line.split(":", 1)[1].split())
-                    flags = " ".join(x for x in ("sse4_2", "pclmulqdq", "avx2", "avx512f", "vpclmulqdq")
-                                     if x in fl)
-                    break
-    except OSError:
-        pass
+    cpu, flags = cpu_facts()
     mods = {}
     for m in ("numpy", "lz4", "zstandard", "snappy", "cramjam"):
         try:
@@ -743,18 +716,6 @@ def machine_facts():
         "kafkalog.crc.BACKEND": KL_CRC_BACKEND or "-",
         "modules": mods,
     }
-
-
-def table(headers, rows, aligns=None) -> str:
-    cols = list(zip(*([headers] + rows))) if rows else [[h] for h in headers]
-    widths = [max(len(str(c)) for c in col) for col in cols]
-    aligns = aligns or (["<"] * 2 + [">"] * (len(headers) - 2))
-
-    def line(vals):
-        return "  ".join(f"{str(v):{a}{w}}" for v, a, w in zip(vals, aligns, widths)).rstrip()
-
-    sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), sep] + [line(r) for r in rows])
 
 
 def report(args, out, peers, crc_rows, file_res):

@@ -69,6 +69,9 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import cpu_facts, parse_size, table  # noqa: E402
+
 perf_counter = time.perf_counter
 
 NOTES: list[str] = []  # things that went wrong / were skipped, printed at the end
@@ -148,16 +151,6 @@ def rotated(seq: list, r: int) -> list:
     return seq[k:] + seq[:k]
 
 
-def parse_size(s: str) -> int:
-    s = s.strip().upper().replace("IB", "").replace("B", "")
-    mult = 1
-    for suf, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
-        if s.endswith(suf):
-            s, mult = s[:-1], m
-            break
-    return int(float(s) * mult)
-
-
 def mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
@@ -171,18 +164,6 @@ def verdict(value: float | None, target: float, higher_is_better: bool = True) -
         return "not measured"
     ok = value >= target if higher_is_better else value <= target
     return "MET" if ok else "MISSED"
-
-
-def table(headers, rows, aligns=None) -> str:
-    cols = list(zip(*([headers] + rows))) if rows else [[h] for h in headers]
-    widths = [max(len(str(c)) for c in col) for col in cols]
-    aligns = aligns or (["<"] + [">"] * (len(headers) - 1))
-
-    def line(vals):
-        return "  ".join(f"{str(v):{a}{w}}" for v, a, w in zip(vals, aligns, widths)).rstrip()
-
-    sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), sep] + [line(r) for r in rows])
 
 
 # --------------------------------------------------------------------------
@@ -984,18 +965,7 @@ def git_describe(where: Path) -> str:
 
 
 def machine_facts(args):
-    cpu = "?"
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu == "?":
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags") and not flags:
-                    fl = set(line.split(":", 1)[1].split())
-                    flags = " ".join(x for x in ("sse4_2", "avx2", "avx512f") if x in fl)
-    except OSError:
-        cpu = platform.processor() or "?"
+    cpu, flags = cpu_facts(("sse4_2", "avx2", "avx512f"))
     mem = "?"
     try:
         with open("/proc/meminfo") as f:

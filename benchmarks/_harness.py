@@ -1,0 +1,45 @@
+"""Helpers shared by the benchmark scripts: sizes, plain-text tables, CPU facts."""
+
+from __future__ import annotations
+
+import platform
+
+
+def parse_size(s: str) -> int:
+    """``"64M"``, ``"1G"``, ``"512KiB"`` or a plain number of bytes."""
+    s = s.strip().upper().replace("IB", "").replace("B", "")
+    mult = 1
+    for suf, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if s.endswith(suf):
+            s, mult = s[:-1], m
+            break
+    return int(float(s) * mult)
+
+
+def table(headers, rows, aligns=None, *, left_columns: int = 1) -> str:
+    """A plain-text table; the first ``left_columns`` columns align left, the rest right."""
+    cols = list(zip(*([headers] + rows))) if rows else [[h] for h in headers]
+    widths = [max(len(str(c)) for c in col) for col in cols]
+    aligns = aligns or (["<"] * left_columns + [">"] * (len(headers) - left_columns))
+
+    def line(vals):
+        return "  ".join(f"{str(v):{a}{w}}" for v, a, w in zip(vals, aligns, widths)).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep] + [line(r) for r in rows])
+
+
+def cpu_facts(flag_names=("sse4_2", "pclmulqdq", "avx2", "avx512f", "vpclmulqdq")) -> tuple[str, str]:
+    """(CPU model, the named CPU flags present) from /proc/cpuinfo."""
+    cpu, flags = "?", ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and cpu == "?":
+                    cpu = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    present = set(line.split(":", 1)[1].split())
+                    flags = " ".join(x for x in flag_names if x in present)
+    except OSError:
+        cpu = platform.processor() or "?"
+    return cpu, flags
