@@ -33,6 +33,7 @@ LAYERS = {
     "segment": 5,
     "checkpoint": 5,
     "producer_state": 5,
+    "leader_epoch": 5,
     "cleaner": 6,
     "cli": 7,
     "spark": 7,

@@ -20,6 +20,11 @@ __all__ = [
     "UnsupportedCodecError",
     "InvalidConfigError",
     "LogClosedError",
+    "CorruptCheckpointError",
+    "InvalidProducerEpochError",
+    "OutOfOrderSequenceError",
+    "DuplicateSequenceError",
+    "InvalidTxnStateError",
 ]
 
 
@@ -99,3 +104,27 @@ class InvalidConfigError(KafkalogError, ValueError):
 
 class LogClosedError(KafkalogError):
     """An operation on a log, segment or file that has been closed."""
+
+
+class CorruptCheckpointError(KafkalogError):
+    """A checkpoint or metadata file (offsets, leader epochs, producer snapshot) is malformed."""
+
+
+class InvalidProducerEpochError(KafkalogError):
+    """A producer epoch older than the one the log knows for that producer id (fenced)."""
+
+
+class OutOfOrderSequenceError(KafkalogError):
+    """A producer sequence number that does not follow the last one the log has."""
+
+
+class DuplicateSequenceError(KafkalogError):
+    """A batch the log already holds (same producer, epoch and sequence range); ``first_offset``
+    and ``last_offset`` give where it was appended, as Kafka's broker answers duplicates."""
+
+    first_offset: int | None = None
+    last_offset: int | None = None
+
+
+class InvalidTxnStateError(KafkalogError):
+    """A transactional batch or marker that does not fit the producer's transaction state."""
