@@ -1554,7 +1554,9 @@ def test_log_config_from_properties() -> None:
         index_interval_bytes=0,
         preallocate=True,
         max_message_bytes=0,
+        cleanup_policy=("compact",),
     )
+    assert LogConfig.from_properties({"no.such.key": "x"}) == LogConfig()  # unknown keys are ignored
     assert LogConfig.from_properties({"preallocate": "false", "segment.bytes": "14"}).segment_bytes == 14
     assert LogConfig.from_properties({"segment.bytes": str(INT32_MAX)}).segment_bytes == INT32_MAX
 

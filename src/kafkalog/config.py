@@ -1,8 +1,35 @@
 """Topic-level log settings with Kafka's names, defaults and validation.
 
-``LogConfig`` carries Kafka's topic settings as snake_case fields; ``from_properties`` takes
-Kafka's own dotted names. So far it holds what segments need (size and time rolling, index
-sizing and spacing, preallocation, the largest batch); the partition log extends it.
+``LogConfig`` carries Kafka's topic settings as snake_case fields (Kafka 3.8 defaults, Kafka's
+validators); ``LogConfig.from_properties`` takes Kafka's own dotted names, with values as they
+appear in a properties file. A bad value raises :class:`~kafkalog.errors.InvalidConfigError`
+naming the key, the value and the allowed range.
+
+| Kafka name | field | default | allowed |
+|---|---|---|---|
+| segment.bytes | segment_bytes | 1 GiB | >= 14 |
+| segment.ms | segment_ms | 7 days | >= 1 |
+| segment.jitter.ms | segment_jitter_ms | 0 | >= 0 |
+| segment.index.bytes | segment_index_bytes | 10 MiB | >= 4 |
+| index.interval.bytes | index_interval_bytes | 4096 | >= 0 |
+| retention.ms | retention_ms | 7 days | >= -1 (-1: no limit) |
+| retention.bytes | retention_bytes | -1 | any (negative: no limit) |
+| cleanup.policy | cleanup_policy | ("delete",) | list of delete, compact |
+| delete.retention.ms | delete_retention_ms | 1 day | >= 0 |
+| min.compaction.lag.ms | min_compaction_lag_ms | 0 | >= 0, <= max.compaction.lag.ms |
+| max.compaction.lag.ms | max_compaction_lag_ms | 2**63-1 | >= 1 |
+| min.cleanable.dirty.ratio | min_cleanable_dirty_ratio | 0.5 | [0, 1] |
+| file.delete.delay.ms | file_delete_delay_ms | 60000 | >= 0 |
+| flush.messages | flush_messages | 2**63-1 | >= 1 |
+| flush.ms | flush_ms | 2**63-1 | >= 0 |
+| max.message.bytes | max_message_bytes | 1048588 | >= 0 |
+| message.timestamp.type | message_timestamp_type | CreateTime | CreateTime, LogAppendTime |
+| message.timestamp.difference.max.ms | message_timestamp_difference_max_ms | 2**63-1 | >= 0 |
+| message.timestamp.before.max.ms | message_timestamp_before_max_ms | 2**63-1 | >= 0 |
+| message.timestamp.after.max.ms | message_timestamp_after_max_ms | 2**63-1 | >= 0 |
+| preallocate | preallocate | false | true, false |
+
+This layer imports nothing of the records layer, so the timestamp type is Kafka's name.
 """
 
 from __future__ import annotations
@@ -15,55 +42,109 @@ from .errors import InvalidConfigError
 __all__ = ["LogConfig"]
 
 _INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
-# Kafka's minimum record batch overhead (LegacyRecord.RECORD_OVERHEAD_V0 + LOG_OVERHEAD).
-_MIN_SEGMENT_BYTES = 14
-# An index must hold at least one entry of the largest kind (a 12-byte time index entry).
-_MIN_INDEX_BYTES = 4
+_DAY_MS = 24 * 60 * 60 * 1000
+
+# Kafka name -> (field, kind, minimum, maximum); kind: "int", "float", "bool", or a tuple of the
+# allowed words ("list:" prefix for comma-separated lists).
+_KEYS: dict[str, tuple[str, object, object, object]] = {
+    "segment.bytes": ("segment_bytes", "int", 14, _INT32_MAX),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "segment.ms": ("segment_ms", "int", 1, _INT64_MAX),
+    "segment.jitter.ms": ("segment_jitter_ms", "int", 0, _INT64_MAX),
+    "segment.index.bytes": ("segment_index_bytes", "int", 4, _INT32_MAX),
+    "index.interval.bytes": ("index_interval_bytes", "int", 0, _INT32_MAX),
+    "retention.ms": ("retention_ms", "int", -1, _INT64_MAX),
+    "retention.bytes": ("retention_bytes", "int", _INT64_MIN, _INT64_MAX),
+    "cleanup.policy": ("cleanup_policy", ("list:", "compact", "delete"), None, None),
+    "delete.retention.ms": ("delete_retention_ms", "int", 0, _INT64_MAX),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", "int", 0, _INT64_MAX),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", "int", 1, _INT64_MAX),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", "float", 0.0, 1.0),
+    "file.delete.delay.ms": ("file_delete_delay_ms", "int", 0, _INT64_MAX),
+    "flush.messages": ("flush_messages", "int", 1, _INT64_MAX),
+    "flush.ms": ("flush_ms", "int", 0, _INT64_MAX),
+    "max.message.bytes": ("max_message_bytes", "int", 0, _INT32_MAX),
+    "message.timestamp.type": ("message_timestamp_type", ("CreateTime", "LogAppendTime"), None, None),
+    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", "int", 0, _INT64_MAX),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", "int", 0, _INT64_MAX),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", "int", 0, _INT64_MAX),
+    "preallocate": ("preallocate", "bool", None, None),
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class LogConfig:
-    """Kafka's topic settings (defaults as Kafka 3.8's ``TopicConfig``/``LogConfig``).
+    """Kafka's topic settings (see the module table for names, defaults and ranges).
 
-    Attributes:
-        segment_bytes: roll after this many bytes (``segment.bytes``, 1 GiB).
-        segment_ms: roll a non-empty segment after this long (``segment.ms``, 7 days).
-        segment_jitter_ms: random jitter subtracted from ``segment_ms`` (``segment.jitter.ms``).
-        segment_index_bytes: offset and time index preallocation (``segment.index.bytes``, 10 MiB).
-        index_interval_bytes: bytes between index entries (``index.interval.bytes``, 4096).
-        preallocate: preallocate new segment files (``preallocate``).
-        max_message_bytes: largest batch accepted (``max.message.bytes``, 1048588).
+    Immutable; ``replace(...)`` returns a validated copy.
     """
 
     segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    segment_ms: int = 7 * _DAY_MS
     segment_jitter_ms: int = 0
     segment_index_bytes: int = 10 * 1024 * 1024
     index_interval_bytes: int = 4096
-    preallocate: bool = False
+    retention_ms: int = 7 * _DAY_MS
+    retention_bytes: int = -1
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    delete_retention_ms: int = _DAY_MS
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _INT64_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    file_delete_delay_ms: int = 60_000
+    flush_messages: int = _INT64_MAX
+    flush_ms: int = _INT64_MAX
     max_message_bytes: int = 1024 * 1024 + 12
-
-    # Kafka name -> (field, parser, minimum, maximum)
-    _KEYS = {
-        "segment.bytes": ("segment_bytes", int, _MIN_SEGMENT_BYTES, _INT32_MAX),
-        "segment.ms": ("segment_ms", int, 1, _INT64_MAX),
-        "segment.jitter.ms": ("segment_jitter_ms", int, 0, _INT64_MAX),
-        "segment.index.bytes": ("segment_index_bytes", int, _MIN_INDEX_BYTES, _INT32_MAX),
-        "index.interval.bytes": ("index_interval_bytes", int, 0, _INT32_MAX),
-        "preallocate": ("preallocate", "bool", None, None),
-        "max.message.bytes": ("max_message_bytes", int, 0, _INT32_MAX),
-    }
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_difference_max_ms: int = _INT64_MAX
+    message_timestamp_before_max_ms: int = _INT64_MAX
+    message_timestamp_after_max_ms: int = _INT64_MAX
+    preallocate: bool = False
 
     def __post_init__(self) -> None:
-        for key, (name, kind, low, high) in self._KEYS.items():
-            value = getattr(self, name)
-            if kind == "bool":
-                if not isinstance(value, bool):
-                    raise InvalidConfigError(f"{key} ({name}) = {value!r}: expected true or false")
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise InvalidConfigError(f"{key} ({name}) = {value!r}: expected an integer in [{low}, {high}]")
+        policy = self.cleanup_policy
+        if isinstance(policy, str):
+            object.__setattr__(self, "cleanup_policy", _parse_list("cleanup.policy", policy))
+        elif isinstance(policy, (list, set, frozenset)):  # any collection of words
+            object.__setattr__(self, "cleanup_policy", tuple(sorted(set(policy))))
+        for key, (name, kind, low, high) in _KEYS.items():
+            _check(key, name, getattr(self, name), kind, low, high)
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"min.compaction.lag.ms = {self.min_compaction_lag_ms}: conflicts with max.compaction.lag.ms = "
+                f"{self.max_compaction_lag_ms} (it must not be greater)"
+            )
+
+    # -- derived -----------------------------------------------------------------------------------
+
+    @property
+    def compact(self) -> bool:
+        """``cleanup.policy`` includes compact."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """``cleanup.policy`` includes delete (time and size retention apply)."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        """``message.timestamp.type`` is LogAppendTime."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far in the past a CreateTime may be: Kafka 3.6+ uses the smaller of the
+        deprecated difference bound and the before bound."""
+        return min(self.message_timestamp_difference_max_ms, self.message_timestamp_before_max_ms)
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far in the future a CreateTime may be (the smaller of the two bounds)."""
+        return min(self.message_timestamp_difference_max_ms, self.message_timestamp_after_max_ms)
+
+    # -- building ----------------------------------------------------------------------------------
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, object], **overrides: object) -> LogConfig:
@@ -75,7 +156,7 @@ class LogConfig:
         """
         fields: dict[str, object] = {}
         for key, raw in properties.items():
-            spec = cls._KEYS.get(key)
+            spec = _KEYS.get(key)
             if spec is None:
                 continue
             name, kind, low, high = spec
@@ -83,23 +164,69 @@ class LogConfig:
         fields.update(overrides)
         return cls(**fields)  # type: ignore[arg-type]
 
+    def to_properties(self) -> dict[str, str]:
+        """Kafka's dotted names with string values, as a properties file would hold them."""
+        out = {}
+        for key, (name, kind, _, _) in _KEYS.items():
+            value = getattr(self, name)
+            if kind == "bool":
+                out[key] = "true" if value else "false"
+            elif isinstance(value, tuple):
+                out[key] = ",".join(value)
+            else:
+                out[key] = str(value)
+        return out
+
     def replace(self, **changes: object) -> LogConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _parse(key: str, raw: object, kind: object, low: int | None, high: int | None) -> object:
+def _allowed(kind: object, low: object, high: object) -> str:
+    if kind == "bool":
+        return "true or false"
+    if isinstance(kind, tuple):
+        words = [w for w in kind if w != "list:"]
+        return ("a comma-separated list of " if kind[0] == "list:" else "one of ") + ", ".join(words)
+    return f"{'a number' if kind == 'float' else 'an integer'} in [{low}, {high}]"
+
+
+def _check(key: str, name: str, value: object, kind: object, low: object, high: object) -> None:
+    bad = False
+    if kind == "bool":
+        bad = not isinstance(value, bool)
+    elif kind == "int":
+        bad = isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high  # type: ignore[operator]
+    elif kind == "float":
+        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high  # type: ignore[operator]
+    elif isinstance(kind, tuple) and kind[0] == "list:":
+        bad = not isinstance(value, tuple) or not value or any(v not in kind[1:] for v in value)
+    elif isinstance(kind, tuple):
+        bad = value not in kind
+    if bad:
+        raise InvalidConfigError(f"{key} ({name}) = {value!r}: expected {_allowed(kind, low, high)}")
+
+
+def _parse_list(key: str, raw: str) -> tuple[str, ...]:
+    items = tuple(sorted({part.strip() for part in raw.split(",") if part.strip()}))
+    return items
+
+
+def _parse(key: str, raw: object, kind: object, low: object, high: object) -> object:
+    text = str(raw).strip()
     if kind == "bool":
         if isinstance(raw, bool):
             return raw
-        text = str(raw).strip().lower()
-        if text not in ("true", "false"):
-            raise InvalidConfigError(f"{key} = {raw!r}: expected true or false")
-        return text == "true"
+        if text.lower() not in ("true", "false"):
+            raise InvalidConfigError(f"{key} = {raw!r}: expected {_allowed(kind, low, high)}")
+        return text.lower() == "true"
+    if isinstance(kind, tuple) and kind[0] == "list:":
+        return raw if isinstance(raw, tuple) else _parse_list(key, text)
+    if isinstance(kind, tuple):
+        return text
     try:
-        value = int(str(raw).strip()) if not isinstance(raw, int) or isinstance(raw, bool) else raw
+        if kind == "float":
+            return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else float(text)
+        return raw if isinstance(raw, int) and not isinstance(raw, bool) else int(text)
     except ValueError:
-        raise InvalidConfigError(f"{key} = {raw!r}: expected an integer in [{low}, {high}]") from None
-    if not low <= value <= high:  # type: ignore[operator]
-        raise InvalidConfigError(f"{key} = {raw!r}: expected an integer in [{low}, {high}]")
-    return value
+        raise InvalidConfigError(f"{key} = {raw!r}: expected {_allowed(kind, low, high)}") from None
