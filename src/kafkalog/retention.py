@@ -1,0 +1,176 @@
+"""Retention as pure functions: (segments, config, now) -> which segments to delete, and why.
+
+Kafka's ``UnifiedLog.deleteOldSegments`` applies three passes in order, each over what the
+previous left:
+
+1. **log start offset**: a segment goes when the *next* segment's base offset is <= the log
+   start offset (``delete_records`` moved the start past it). This pass runs for every
+   cleanup policy.
+2. **size** (``retention.bytes`` >= 0, policy includes delete): while the log is larger than the
+   limit, the oldest segments whose removal keeps it >= the limit go.
+3. **time** (``retention.ms`` >= 0, policy includes delete): a segment goes when
+   ``now - largest_timestamp > retention.ms``.
+
+Each pass walks from the oldest segment and stops at the first one it keeps
+(``LocalLog.deletableSegments``), never deletes a segment ending above the high watermark, and
+never deletes an empty last (active) segment. When a pass would delete every segment, the log
+must roll first so that one segment remains (``needs_roll``).
+
+**Future timestamps.** Kafka's time rule compares against the segment's largest timestamp, so a
+segment holding a timestamp in the future is kept until that moment has passed plus
+``retention.ms`` — and, since each pass stops at the first segment it keeps, so is every segment
+after it. kafkalog follows Kafka's rule unchanged, so that the same directory expires the same
+way under both. What prevents the pinning is the append-time bound Kafka added for it (KIP-937):
+``message.timestamp.after.max.ms`` rejects batches timestamped too far ahead at append time
+(Kafka 4.0 defaults it to one hour; set it so for the same protection on 3.8 defaults). Data
+already on disk with future timestamps expires when its time comes, as under Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+from .config import LogConfig
+
+__all__ = ["SegmentInfo", "Deletion", "RetentionPlan", "plan_retention"]
+
+
+class SegmentInfo(Protocol):
+    """What retention asks of a segment (a :class:`~kafkalog.segment.LogSegment` has it)."""
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def largest_timestamp(self) -> int: ...
+
+
+class Deletion(NamedTuple):
+    """One segment to delete, the rule that selected it, and the numbers behind the rule."""
+
+    base_offset: int
+    reason: str  # "log-start-offset", "retention.bytes" or "retention.ms"
+    detail: str
+
+
+class RetentionPlan(NamedTuple):
+    """What :func:`plan_retention` decided.
+
+    Attributes:
+        deletions: the segments to delete, oldest first.
+        needs_roll: every segment is to go, so the log must roll a new active segment first
+            (if the last deletable segment is the empty segment the roll creates, it stays).
+        new_log_start_offset: the first remaining segment's base offset once they are gone
+            (the log end offset if all go), or None if nothing is deleted; the log start offset
+            becomes the larger of it and the current one (it never moves back).
+    """
+
+    deletions: list[Deletion]
+    needs_roll: bool
+    new_log_start_offset: int | None
+
+
+def _deletable(segments, log_end_offset: int, high_watermark: int, predicate) -> int:
+    """How many of the oldest segments a pass deletes (Kafka's ``deletableSegments``)."""
+    n = 0
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else log_end_offset
+        last_and_empty = i + 1 == len(segments) and segment.size == 0
+        if high_watermark >= upper and not last_and_empty and predicate(i, segment):
+            n += 1
+        else:
+            break
+    return n
+
+
+def plan_retention(
+    segments: Sequence[SegmentInfo],
+    config: LogConfig,
+    now_ms: int,
+    *,
+    log_start_offset: int,
+    log_end_offset: int,
+    high_watermark: int | None = None,
+) -> RetentionPlan:
+    """Decide which segments retention deletes, as Kafka does, without touching anything.
+
+    Args:
+        segments: the log's segments, oldest first (the last is the active one).
+        config: ``cleanup.policy``, ``retention.bytes`` and ``retention.ms`` are used.
+        now_ms: the current time.
+        log_start_offset: the log's start offset.
+        log_end_offset: the log's end offset.
+        high_watermark: segments ending above it are kept (defaults to the log end offset).
+
+    Returns:
+        The plan; applying it is :meth:`kafkalog.log.Log.delete_old_segments`'s job, and
+        reporting it is a dry run.
+    """
+    remaining = list(segments)
+    hw = log_end_offset if high_watermark is None else high_watermark
+    deletions: list[Deletion] = []
+    needs_roll = False
+
+    def run_pass(reason: str, predicate, detail) -> None:
+        nonlocal remaining, needs_roll
+        n = _deletable(remaining, log_end_offset, hw, predicate)
+        if n == 0:
+            return
+        if n == len(remaining):
+            needs_roll = True
+        deletions.extend(Deletion(s.base_offset, reason, detail(s)) for s in remaining[:n])
+        remaining = remaining[n:]
+
+    # 1. The log start offset moved past whole segments.
+    def start_breached(i: int, segment) -> bool:
+        return i + 1 < len(remaining) and remaining[i + 1].base_offset <= log_start_offset
+
+    run_pass(
+        "log-start-offset",
+        start_breached,
+        lambda s: f"the next segment starts at or below the log start offset {log_start_offset}",
+    )
+
+    if config.delete:
+        # 2. Size: delete the oldest while the log stays at or above the limit.
+        if config.retention_bytes >= 0:
+            total = sum(s.size for s in remaining)
+            if total >= config.retention_bytes:
+                diff = total - config.retention_bytes
+
+                def size_breached(i: int, segment) -> bool:
+                    nonlocal diff
+                    if diff - segment.size >= 0:
+                        diff -= segment.size
+                        return True
+                    return False
+
+                run_pass(
+                    "retention.bytes",
+                    size_breached,
+                    lambda s: f"log of {total} bytes exceeds retention.bytes = {config.retention_bytes}",
+                )
+        # 3. Time: the segment's largest timestamp is older than retention.ms.
+        if config.retention_ms >= 0:
+
+            def time_breached(i: int, segment) -> bool:
+                return now_ms - segment.largest_timestamp > config.retention_ms
+
+            run_pass(
+                "retention.ms",
+                time_breached,
+                lambda s: (
+                    f"largest timestamp {s.largest_timestamp} is {now_ms - s.largest_timestamp} ms before now "
+                    f"(retention.ms = {config.retention_ms})"
+                ),
+            )
+
+    new_start = None
+    if deletions:
+        # Everything gone: the segment the roll creates starts at the log end offset.
+        new_start = remaining[0].base_offset if remaining else log_end_offset
+    return RetentionPlan(deletions, needs_roll, new_start)
