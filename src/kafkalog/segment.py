@@ -405,7 +405,9 @@ class LogSegment:
         if not records or records[0].control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             return
         marker = records[0]
-        first = ongoing.get(pid, marker.offset)
+        if pid not in ongoing:
+            return  # an empty transaction completes nothing (Kafka since KAFKA-10702)
+        first = ongoing[pid]
         if marker.control_type is ControlRecordType.ABORT:
             # The last stable offset when it completed: the first offset of the earliest other
             # transaction still open, else just past the marker.

@@ -1,0 +1,1142 @@
+"""Producer state: idempotence, transactions and their snapshots, as Kafka's
+``ProducerStateManager`` keeps them for one partition.
+
+For every producer id seen in the log the manager keeps a :class:`ProducerStateEntry`: the
+producer epoch, the metadata of its last five batches (for duplicate detection), the epoch of
+the transaction coordinator that wrote its last marker, its last timestamp, and the first offset
+of its open transaction. It also tracks the open transactions of the partition, which give the
+first unstable offset and the last stable offset written to the transaction index.
+
+Applying a batch is split in two, as in Kafka: :meth:`ProducerStateManager.prepare_update`
+returns a :class:`ProducerAppendInfo` that validates and accumulates on a *copy* of the
+producer's entry, and :meth:`ProducerStateManager.update` installs it. A batch that fails
+validation therefore leaves the manager untouched. :meth:`ProducerStateManager.append_batch`
+does both for one batch; :meth:`ProducerStateManager.analyze_batches` is Kafka's
+``analyzeAndValidateProducerState`` for a whole append.
+
+Validation depends on where the batch comes from (:class:`AppendOrigin`, Kafka's rules):
+
+| check | CLIENT | COORDINATOR | REPLICATION |
+|---|---|---|---|
+| duplicate of one of the producer's last 5 batches | yes | no | no |
+| producer epoch not older than the known one | raise | raise | log a warning, apply |
+| sequence follows the last one | yes | no | no |
+| coordinator epoch of a marker not older | raise | raise | log, apply |
+| no non-transactional data while a transaction is open | raise | raise | raise |
+
+Snapshot file ``<20-digit offset>.snapshot`` (Kafka's ``ProducerSnapshot`` message, version 1;
+big-endian):
+
+| field | type | byte |
+|---|---|---|
+| version (1) | int16 | 0 |
+| crc (CRC-32C of byte 6 to the end) | uint32 | 2 |
+| entry count | int32 | 6 |
+| entries | 46 bytes each | 10 |
+
+Each entry: ``ProducerId int64, Epoch int16, LastSequence int32, LastOffset int64,
+OffsetDelta int32, Timestamp int64, CoordinatorEpoch int32, CurrentTxnFirstOffset int64``. An
+entry holds only the producer's *last* batch (LastOffset -1, LastSequence -1, OffsetDelta 0 when
+it has none) and CurrentTxnFirstOffset -1 when no transaction is open. An empty snapshot is 10
+bytes. Entries are written in the order Kafka 3.5+'s ``java.util.HashMap`` iterates them (see
+:func:`snapshot_order`), so a snapshot of the same history is byte-identical to a broker's.
+
+Not thread-safe: the partition log serialises every call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
+
+from .crc import crc32c
+from .errors import (
+    CorruptCheckpointError,
+    DuplicateSequenceError,
+    InvalidConfigError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
+from .filenames import DELETED_SUFFIX, SNAPSHOT_SUFFIX, snapshot_file
+from .record import (
+    MAGIC_V2,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    ControlRecordType,
+    RecordBatch,
+)
+
+__all__ = [
+    "AppendOrigin",
+    "BatchMetadata",
+    "CompletedTxn",
+    "TxnMetadata",
+    "LastRecord",
+    "ProducerStateEntry",
+    "ProducerAppendInfo",
+    "ProducerStateUpdate",
+    "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
+    "encode_snapshot",
+    "decode_snapshot",
+    "read_snapshot",
+    "write_snapshot",
+    "snapshot_order",
+    "NUM_BATCHES_TO_RETAIN",
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
+NUM_BATCHES_TO_RETAIN = 5
+#: ``producer.id.expiration.ms`` default: one day.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+_INT32_MAX = 0x7FFFFFFF
+
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
+assert _SNAPSHOT_HEADER.size == 10
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+assert _SNAPSHOT_ENTRY.size == 46
+_CRC_OFFSET = 2
+#: The CRC covers everything from the entry count on (Kafka's ``PRODUCER_ENTRIES_OFFSET``).
+_ENTRIES_OFFSET = 6
+_COUNT_OFFSET = 6
+_TMP_SUFFIX = ".tmp"
+
+
+class TransactionCoordinatorFencedError(InvalidTxnStateError):
+    """An end-transaction marker from a coordinator epoch older than the last one seen for the
+    producer (Kafka's ``TransactionCoordinatorFencedException``)."""
+
+
+class AppendOrigin(Enum):
+    """Where an append comes from, which decides how much is validated (Kafka's ``AppendOrigin``)."""
+
+    #: A producer's request: full validation, duplicates detected.
+    CLIENT = "client"
+    #: The group or transaction coordinator (offset commits, markers): epochs only.
+    COORDINATOR = "coordinator"
+    #: A follower copying the leader, or the log loading itself: nothing but transaction state.
+    REPLICATION = "replication"
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    """``sequence - decrement``, wrapping below 0 to 2**31-1 (Kafka's ``decrementSequence``)."""
+    if sequence < decrement:
+        return _INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+class BatchMetadata(NamedTuple):
+    """One appended batch as a producer entry remembers it (Kafka's ``BatchMetadata``)."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        """The batch's base sequence (wrapping as sequences do)."""
+        return _decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction an end marker closed: first offset (inclusive) and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class TxnMetadata(NamedTuple):
+    """A transaction the manager tracks: its producer and first offset (Kafka's ``TxnMetadata``;
+    ``last_offset`` is None while it is open)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int | None = None
+
+
+class LastRecord(NamedTuple):
+    """What the log cleaner keeps per active producer: the offset of its last data batch (None
+    when it has none) and its epoch (Kafka's ``LastRecord``)."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+class ProducerStateEntry:
+    """What the log knows of one producer id (Kafka's ``ProducerStateEntry``).
+
+    Read through its properties; only the manager and :class:`ProducerAppendInfo` change an
+    entry. ``current_txn_first_offset`` is None when no transaction is open (written as -1).
+    """
+
+    __slots__ = ("_producer_id", "_producer_epoch", "_coordinator_epoch", "_last_timestamp", "_txn_first", "_batches")
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        coordinator_epoch: int = -1,
+        last_timestamp: int = NO_TIMESTAMP,
+        current_txn_first_offset: int | None = None,
+        batch_metadata: Iterable[BatchMetadata] = (),
+    ) -> None:
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._coordinator_epoch = coordinator_epoch
+        self._last_timestamp = last_timestamp
+        self._txn_first = current_txn_first_offset
+        self._batches: deque[BatchMetadata] = deque(batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
+
+    @classmethod
+    def empty(cls, producer_id: int) -> ProducerStateEntry:
+        """An entry with no epoch, no batches and no transaction."""
+        return cls(producer_id)
+
+    # -- read-only view ------------------------------------------------------------------------
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._producer_epoch
+
+    @property
+    def coordinator_epoch(self) -> int:
+        """Epoch of the coordinator that wrote the producer's last marker (-1: none yet)."""
+        return self._coordinator_epoch
+
+    @property
+    def last_timestamp(self) -> int:
+        """Max timestamp of the last data batch, or the timestamp of the last marker."""
+        return self._last_timestamp
+
+    @property
+    def current_txn_first_offset(self) -> int | None:
+        """First offset of the producer's open transaction, or None."""
+        return self._txn_first
+
+    @property
+    def batch_metadata(self) -> tuple[BatchMetadata, ...]:
+        """The last (at most 5) batches, oldest first."""
+        return tuple(self._batches)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no batch is remembered."""
+        return not self._batches
+
+    @property
+    def first_seq(self) -> int:
+        return self._batches[0].first_seq if self._batches else NO_SEQUENCE
+
+    @property
+    def last_seq(self) -> int:
+        return self._batches[-1].last_seq if self._batches else NO_SEQUENCE
+
+    @property
+    def first_data_offset(self) -> int:
+        return self._batches[0].first_offset if self._batches else -1
+
+    @property
+    def last_data_offset(self) -> int:
+        return self._batches[-1].last_offset if self._batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._batches[-1].offset_delta if self._batches else 0
+
+    def find_duplicate_batch(self, batch: RecordBatch) -> BatchMetadata | None:
+        """The remembered batch ``batch`` duplicates (same epoch, same sequence range), if any."""
+        if batch.producer_epoch != self._producer_epoch:
+            return None
+        return self.batch_with_sequence_range(batch.base_sequence, batch.last_sequence)
+
+    def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The remembered batch with exactly this sequence range, if any."""
+        for meta in self._batches:
+            if meta.last_seq == last_seq and meta.first_seq == first_seq:
+                return meta
+        return None
+
+    # -- mutation (manager and append info only) -----------------------------------------------
+
+    def _copy_without_batches(self, producer_id: int) -> ProducerStateEntry:
+        """Kafka's ``withProducerIdAndBatchMetadata(producerId, empty)``."""
+        return ProducerStateEntry(
+            producer_id, self._producer_epoch, self._coordinator_epoch, self._last_timestamp, self._txn_first
+        )
+
+    def _maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
+        """A new epoch forgets the remembered batches (their sequences belong to the old one)."""
+        if self._producer_epoch != producer_epoch:
+            self._batches.clear()
+            self._producer_epoch = producer_epoch
+            return True
+        return False
+
+    def _add_batch(
+        self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int
+    ) -> None:
+        self._maybe_update_producer_epoch(producer_epoch)
+        self._batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))  # maxlen drops the oldest
+        self._last_timestamp = timestamp
+
+    def _update(
+        self,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        last_timestamp: int,
+        batches: Iterable[BatchMetadata] = (),
+        current_txn_first_offset: int | None = None,
+    ) -> None:
+        self._maybe_update_producer_epoch(producer_epoch)
+        self._batches.extend(batches)
+        self._coordinator_epoch = coordinator_epoch
+        self._txn_first = current_txn_first_offset
+        self._last_timestamp = last_timestamp
+
+    def _update_from(self, other: ProducerStateEntry) -> None:
+        """Take ``other``'s state, appending its batches to ours (Kafka's ``update(nextEntry)``)."""
+        self._update(
+            other._producer_epoch, other._coordinator_epoch, other._last_timestamp, other._batches, other._txn_first
+        )
+
+    # -- values --------------------------------------------------------------------------------
+
+    def _key(self) -> tuple:
+        return (
+            self._producer_id,
+            self._producer_epoch,
+            self._coordinator_epoch,
+            self._last_timestamp,
+            self._txn_first,
+            tuple(self._batches),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducerStateEntry):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateEntry(producer_id={self._producer_id}, producer_epoch={self._producer_epoch}, "
+            f"current_txn_first_offset={self._txn_first}, coordinator_epoch={self._coordinator_epoch}, "
+            f"last_timestamp={self._last_timestamp}, batch_metadata={list(self._batches)})"
+        )
+
+
+class ProducerAppendInfo:
+    """Validates and accumulates one producer's batches of one append on a copy of its entry
+    (Kafka's ``ProducerAppendInfo``); :meth:`ProducerStateManager.update` installs the result.
+
+    Raises (from the append methods): :class:`InvalidProducerEpochError`,
+    :class:`OutOfOrderSequenceError`, :class:`InvalidTxnStateError` (or its subclass
+    :class:`TransactionCoordinatorFencedError`); after an error the append info must be dropped.
+    """
+
+    def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin) -> None:
+        self.producer_id = producer_id
+        self.origin = origin
+        self._current = current_entry
+        # Validation runs against the copy: the first batch is checked against the current entry's
+        # last sequence, later ones against this append's own batches.
+        self._updated = current_entry._copy_without_batches(producer_id)
+        self._transactions: list[TxnMetadata] = []
+
+    @property
+    def started_transactions(self) -> tuple[TxnMetadata, ...]:
+        """Transactions begun by this append's data batches."""
+        return tuple(self._transactions)
+
+    def to_entry(self) -> ProducerStateEntry:
+        """The updated entry (its batches are only the ones of this append)."""
+        return self._updated
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
+        known = self._updated.producer_epoch
+        if producer_epoch < known:
+            message = (
+                f"epoch of producer {self.producer_id} at offset {offset} is {producer_epoch}, "
+                f"which is smaller than the last seen epoch {known}"
+            )
+            if self.origin is AppendOrigin.REPLICATION:
+                _log.warning("%s", message)
+            else:
+                raise InvalidProducerEpochError(message)
+
+    def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        updated, current = self._updated, self._current
+        if producer_epoch != updated.producer_epoch:
+            # A new epoch starts its sequences at 0, unless the producer is new to this log.
+            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}: "
+                    f"{producer_epoch} (request epoch), {first_seq} (seq. number), "
+                    f"{updated.producer_epoch} (current producer epoch); a new epoch must start at sequence 0"
+                )
+            return
+        if not updated.is_empty:
+            last_seq = updated.last_seq
+        elif producer_epoch == current.producer_epoch:
+            last_seq = current.last_seq
+        else:
+            last_seq = NO_SEQUENCE
+        # With no known epoch (all the producer's records were removed by retention or
+        # DeleteRecords) any sequence is accepted.
+        if current.producer_epoch != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {self.producer_id} at offset {offset}: "
+                f"{first_seq} (incoming seq. number), {last_seq} (current end sequence number); "
+                f"expected {_next_sequence(last_seq)}"
+            )
+
+    def _check_coordinator_epoch(self, coordinator_epoch: int, offset: int) -> None:
+        known = self._updated.coordinator_epoch
+        if known > coordinator_epoch:
+            message = (
+                f"invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
+                f"{coordinator_epoch} (zombie), {known} (current)"
+            )
+            if self.origin is AppendOrigin.REPLICATION:
+                _log.info("%s", message)
+            else:
+                raise TransactionCoordinatorFencedError(message)
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def append(self, batch: RecordBatch) -> CompletedTxn | None:
+        """Apply one v2 batch of this producer; return the transaction an end marker completed.
+
+        A control batch's first record must be an ABORT or COMMIT marker; an empty control batch
+        (its transaction compacted away) changes nothing but still creates the entry.
+
+        Raises:
+            InvalidRecordError: a control batch whose first record is no transaction marker.
+        """
+        if batch.is_control:
+            records = batch.records()
+            if not records:
+                return None
+            marker = records[0]
+            if marker.control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                raise InvalidRecordError(
+                    f"control batch of producer {self.producer_id} at offset {batch.base_offset} holds a "
+                    f"{marker.control_type!r} record, not an end-transaction marker"
+                )
+            return self.append_end_txn_marker(
+                marker.control_type, marker.coordinator_epoch, batch.producer_epoch, batch.base_offset, marker.timestamp
+            )
+        self.append_data_batch(
+            batch.producer_epoch,
+            batch.base_sequence,
+            batch.last_sequence,
+            batch.max_timestamp,
+            batch.base_offset,
+            batch.last_offset,
+            batch.is_transactional,
+        )
+        return None
+
+    def append_data_batch(
+        self,
+        producer_epoch: int,
+        first_seq: int,
+        last_seq: int,
+        last_timestamp: int,
+        first_offset: int,
+        last_offset: int,
+        is_transactional: bool,
+    ) -> None:
+        """Apply a data batch given by its header fields (Kafka's ``appendDataBatch``)."""
+        self._check_producer_epoch(producer_epoch, first_offset)
+        if self.origin is AppendOrigin.CLIENT:
+            self._check_sequence(producer_epoch, first_seq, first_offset)
+        updated = self._updated
+        updated._add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
+        open_txn = updated.current_txn_first_offset
+        if open_txn is not None and not is_transactional:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {self.producer_id} at offset {first_offset}: "
+                f"its transaction from offset {open_txn} is still open"
+            )
+        if open_txn is None and is_transactional:
+            updated._txn_first = first_offset
+            self._transactions.append(TxnMetadata(self.producer_id, first_offset))
+
+    def append_end_txn_marker(
+        self,
+        control_type: ControlRecordType,
+        coordinator_epoch: int,
+        producer_epoch: int,
+        offset: int,
+        timestamp: int,
+    ) -> CompletedTxn | None:
+        """Apply an ABORT or COMMIT marker (Kafka's ``appendEndTxnMarker``).
+
+        Returns:
+            The completed transaction, or None when the producer had none open: since Kafka 2.8
+            (KAFKA-10702) a marker of an empty transaction is not bookkept, so it neither moves
+            the last stable offset nor gets a transaction index entry.
+        """
+        self._check_producer_epoch(producer_epoch, offset)
+        self._check_coordinator_epoch(coordinator_epoch, offset)
+        updated = self._updated
+        open_txn = updated.current_txn_first_offset
+        completed = None
+        if open_txn is not None:
+            completed = CompletedTxn(self.producer_id, open_txn, offset, control_type == ControlRecordType.ABORT)
+        updated._update(producer_epoch, coordinator_epoch, timestamp)
+        return completed
+
+    def __repr__(self) -> str:
+        u = self._updated
+        return (
+            f"ProducerAppendInfo(producer_id={self.producer_id}, origin={self.origin.name}, "
+            f"producer_epoch={u.producer_epoch}, first_sequence={u.first_seq}, last_sequence={u.last_seq}, "
+            f"current_txn_first_offset={u.current_txn_first_offset}, coordinator_epoch={u.coordinator_epoch}, "
+            f"last_timestamp={u.last_timestamp}, started_transactions={self._transactions})"
+        )
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+def _next_sequence(last_seq: int) -> int:
+    return 0 if last_seq == _INT32_MAX else last_seq + 1
+
+
+class ProducerStateUpdate(NamedTuple):
+    """What :meth:`ProducerStateManager.analyze_batches` found: one append info per producer (to
+    pass to :meth:`ProducerStateManager.update`) and the transactions the markers completed."""
+
+    append_infos: tuple[ProducerAppendInfo, ...]
+    completed_txns: tuple[CompletedTxn, ...]
+
+
+# -- snapshot encoding ----------------------------------------------------------------------------
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """A snapshot file's bytes holding ``entries`` in the given order (Kafka's ``writeSnapshot``)."""
+    body = bytearray(_SNAPSHOT_HEADER.size)
+    count = 0
+    for e in entries:
+        txn = e.current_txn_first_offset
+        body += _SNAPSHOT_ENTRY.pack(
+            e.producer_id,
+            e.producer_epoch,
+            e.last_seq,
+            e.last_data_offset,
+            e.last_offset_delta,
+            e.last_timestamp,
+            e.coordinator_epoch,
+            -1 if txn is None else txn,
+        )
+        count += 1
+    struct.pack_into(">i", body, _COUNT_OFFSET, count)
+    crc = crc32c(memoryview(body)[_ENTRIES_OFFSET:])
+    struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
+    return bytes(body)
+
+
+def decode_snapshot(data: bytes | bytearray | memoryview, *, file: str | None = None) -> list[ProducerStateEntry]:
+    """The entries of a snapshot file's bytes (Kafka's ``readSnapshot``), in file order.
+
+    An entry with LastOffset >= 0 remembers one batch; CurrentTxnFirstOffset >= 0 is an open
+    transaction.
+
+    Raises:
+        CorruptCheckpointError: an unknown version, a file shorter than its header or than its
+            entry count needs, a negative count, bytes after the last entry, or a CRC mismatch;
+            the error names the file and the byte position.
+    """
+    size = len(data)
+
+    def corrupt(reason: str, position: int) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"producer snapshot: {reason}", file=file, position=position)
+
+    if size < 2:
+        raise corrupt(f"truncated: {size} bytes, the 2-byte version is incomplete", size)
+    (version,) = struct.unpack_from(">h", data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise corrupt(f"unknown snapshot version {version} (expected {SNAPSHOT_VERSION})", 0)
+    if size < _SNAPSHOT_HEADER.size:
+        raise corrupt(f"truncated: {size} bytes, the header needs {_SNAPSHOT_HEADER.size}", size)
+    _, stored_crc, count = _SNAPSHOT_HEADER.unpack_from(data, 0)
+    if count < 0:
+        raise corrupt(f"negative entry count {count}", _COUNT_OFFSET)
+    expected = _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size
+    if size < expected:
+        whole = (size - _SNAPSHOT_HEADER.size) // _SNAPSHOT_ENTRY.size
+        raise corrupt(
+            f"truncated: {count} entries need {expected} bytes, the file has {size} "
+            f"(entry {whole} is incomplete)",
+            _SNAPSHOT_HEADER.size + whole * _SNAPSHOT_ENTRY.size,
+        )
+    if size > expected:
+        raise corrupt(
+            f"{size - expected} bytes after the {count} entries the count declares ({expected} bytes)", expected
+        )
+    computed = crc32c(memoryview(data)[_ENTRIES_OFFSET:])
+    if computed != stored_crc:
+        raise corrupt(f"CRC is no longer valid: stored crc {stored_crc}, computed crc {computed}", _CRC_OFFSET)
+    entries = []
+    for pos in range(_SNAPSHOT_HEADER.size, expected, _SNAPSHOT_ENTRY.size):
+        pid, epoch, last_seq, last_offset, delta, ts, coord, txn = _SNAPSHOT_ENTRY.unpack_from(data, pos)
+        batches = (BatchMetadata(last_seq, last_offset, delta, ts),) if last_offset >= 0 else ()
+        entries.append(ProducerStateEntry(pid, epoch, coord, ts, txn if txn >= 0 else None, batches))
+    return entries
+
+
+def read_snapshot(path: str | os.PathLike) -> list[ProducerStateEntry]:
+    """Read a snapshot file (see :func:`decode_snapshot`).
+
+    Raises:
+        CorruptCheckpointError: the file is malformed (the message names it and the position).
+        OSError: it cannot be read.
+    """
+    return decode_snapshot(Path(path).read_bytes(), file=str(path))
+
+
+def write_snapshot(path: str | os.PathLike, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
+    """Write ``entries`` as a snapshot file, atomically: ``<path>.tmp`` is written (and with
+    ``sync`` fsynced), renamed over ``path`` and the directory fsynced, so a crash leaves either
+    no file or a whole one. (Kafka writes the file in place; a torn one is caught by its CRC.)"""
+    target = Path(path)
+    tmp = target.with_name(target.name + _TMP_SUFFIX)
+    data = encode_snapshot(entries)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync:
+        _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename durable; directories cannot be opened for fsync on Windows."""
+    if os.name == "nt":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- java.util.HashMap's iteration order ----------------------------------------------------------
+
+_HASHMAP_INITIAL_CAPACITY = 16
+_HASHMAP_TREEIFY_THRESHOLD = 8
+_HASHMAP_MIN_TREEIFY_CAPACITY = 64
+
+
+def _hashmap_bucket(producer_id: int, capacity: int) -> int:
+    """The bucket of a ``Long`` key: ``Long.hashCode`` spread by ``h ^ (h >>> 16)``."""
+    v = producer_id & 0xFFFF_FFFF_FFFF_FFFF
+    h = (v ^ (v >> 32)) & 0xFFFF_FFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def snapshot_order(producer_ids: Sequence[int], capacity: int) -> list[int]:
+    """``producer_ids`` (in insertion order) in the order a ``java.util.HashMap`` of that
+    ``capacity`` iterates them: by bucket, then by insertion within a bucket (a resize splits
+    each chain keeping its order; removal unlinks without reordering).
+
+    Kafka 3.5+ writes snapshot entries in this order. (A bucket holding more than 8 ids in a
+    table of 64 or more becomes a red-black tree whose order is not modelled; Kafka's producer
+    ids, allocated in consecutive blocks, do not collide so.)
+    """
+    if capacity <= 0:
+        return list(producer_ids)
+    ranked = sorted(range(len(producer_ids)), key=lambda i: (_hashmap_bucket(producer_ids[i], capacity), i))
+    return [producer_ids[i] for i in ranked]
+
+
+class _HashMapShape:
+    """The capacity a ``java.util.HashMap<Long, ...>`` would have after the same puts, removals
+    and clears: it is created at 16 on the first put, doubles when the size passes 3/4 of it or
+    when a chain reaches 9 nodes in a table under 64, and never shrinks (``clear`` keeps it)."""
+
+    __slots__ = ("capacity", "_bins")
+
+    def __init__(self) -> None:
+        self.capacity = 0
+        self._bins: dict[int, int] = {}
+
+    def added(self, key: int, keys: Iterable[int], size: int) -> None:
+        """``key`` was put as a new mapping; ``keys`` are all keys now, ``size`` their number."""
+        if self.capacity == 0:
+            self.capacity = _HASHMAP_INITIAL_CAPACITY
+        b = _hashmap_bucket(key, self.capacity)
+        chain = self._bins.get(b, 0) + 1
+        self._bins[b] = chain
+        if chain > _HASHMAP_TREEIFY_THRESHOLD and self.capacity < _HASHMAP_MIN_TREEIFY_CAPACITY:
+            self._resize(keys)  # treeifyBin resizes a small table instead
+        if size > self.capacity * 3 // 4:
+            self._resize(keys)
+
+    def removed(self, key: int) -> None:
+        b = _hashmap_bucket(key, self.capacity)
+        self._bins[b] -= 1
+
+    def cleared(self) -> None:
+        self._bins.clear()
+
+    def _resize(self, keys: Iterable[int]) -> None:
+        self.capacity *= 2
+        self._bins = {}
+        for k in keys:
+            b = _hashmap_bucket(k, self.capacity)
+            self._bins[b] = self._bins.get(b, 0) + 1
+
+
+# -- the manager ----------------------------------------------------------------------------------
+
+
+class ProducerStateManager:
+    """The producer state of one partition and its snapshot files (Kafka's ``ProducerStateManager``).
+
+    On construction it lists the ``*.snapshot`` files of ``directory`` (and removes
+    ``*.snapshot.tmp`` leftovers of an interrupted write) but loads none: call
+    :meth:`truncate_and_reload` for that, as Kafka's log loader does. ``map_end_offset`` (the
+    offset up to which the state reflects the log) is advanced by the caller with
+    :meth:`update_map_end_offset` after each append, as Kafka's log does.
+
+    Not thread-safe: the partition log serialises every call.
+
+    Args:
+        directory: the partition directory holding the snapshots.
+        producer_id_expiration_ms: ``producer.id.expiration.ms``; an idle producer with no open
+            transaction is forgotten after this long.
+
+    Raises:
+        InvalidConfigError: a non-positive expiration.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        if producer_id_expiration_ms < 1:
+            raise InvalidConfigError(f"producer.id.expiration.ms must be at least 1, not {producer_id_expiration_ms}")
+        self._dir = Path(directory)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._shape = _HashMapShape()
+        # Open transactions by first offset; _ongoing_offsets keeps those offsets sorted.
+        self._ongoing: dict[int, TxnMetadata] = {}
+        self._ongoing_offsets: list[int] = []
+        self._last_map_offset = 0
+        self._last_snap_offset = 0
+        self._snapshots: dict[int, Path] = self._list_snapshots()
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    def update_parent_dir(self, directory: str | os.PathLike) -> None:
+        """Follow a rename of the partition directory (Kafka's ``updateParentDir``)."""
+        self._dir = Path(directory)
+        self._snapshots = {offset: self._dir / path.name for offset, path in self._snapshots.items()}
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def map_end_offset(self) -> int:
+        """The offset (exclusive) up to which the state reflects the log."""
+        return self._last_map_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self._last_map_offset = offset
+
+    @property
+    def active_producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Producer id -> entry, a read-only live view (do not change the entries)."""
+        return MappingProxyType(self._producers)
+
+    @property
+    def producer_id_count(self) -> int:
+        return len(self._producers)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def last_records(self) -> dict[int, LastRecord]:
+        """Per active producer, its last data offset and epoch (Kafka's
+        ``lastRecordsOfActiveProducers``, which the log cleaner keeps)."""
+        return {
+            pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            for pid, e in self._producers.items()
+        }
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no producer and no transaction is tracked."""
+        return not self._producers and not self._ongoing
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction, or None (Kafka's
+        ``firstUndecidedOffset``; this manager does not track the high watermark)."""
+        return self._ongoing_offsets[0] if self._ongoing_offsets else None
+
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction, earliest first (a copy)."""
+        result: dict[int, int] = {}
+        for offset in self._ongoing_offsets:
+            result.setdefault(self._ongoing[offset].producer_id, offset)
+        return result
+
+    # -- applying batches ----------------------------------------------------------------------
+
+    def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
+        """An append info for ``producer_id`` over a copy of its entry (Kafka's ``prepareUpdate``)."""
+        current = self._producers.get(producer_id) or ProducerStateEntry.empty(producer_id)
+        return ProducerAppendInfo(producer_id, current, origin)
+
+    def update(self, append_info: ProducerAppendInfo) -> None:
+        """Install what ``append_info`` accumulated and track the transactions it began.
+
+        Raises:
+            ValueError: the append info has no producer id.
+        """
+        pid = append_info.producer_id
+        if pid == NO_PRODUCER_ID:
+            raise ValueError(f"invalid producer id {pid} passed to update")
+        updated = append_info.to_entry()
+        current = self._producers.get(pid)
+        if current is not None:
+            current._update_from(updated)
+        else:
+            self._add_producer(pid, updated)
+        for txn in append_info.started_transactions:
+            self._add_ongoing(txn)
+
+    def analyze_batches(self, batches: Iterable[RecordBatch], *, origin: AppendOrigin) -> ProducerStateUpdate:
+        """Validate the batches of one append without changing the state (Kafka's
+        ``analyzeAndValidateProducerState``): batches without a producer id (and all v0/v1
+        batches) are skipped; the batches of one producer share one append info.
+
+        Raises:
+            DuplicateSequenceError: (CLIENT) a data batch equal in epoch and sequence range to
+                one of its producer's last 5; ``first_offset``, ``last_offset`` and
+                ``timestamp`` tell where it was appended. Checked before anything else of the
+                batch, against the state before this append.
+            InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError,
+            InvalidRecordError: see :class:`ProducerAppendInfo`.
+        """
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for batch in batches:
+            pid = batch.producer_id
+            if batch.magic < MAGIC_V2 or pid <= NO_PRODUCER_ID:
+                continue
+            if origin is AppendOrigin.CLIENT and not batch.is_control:
+                entry = self._producers.get(pid)
+                duplicate = None if entry is None else entry.find_duplicate_batch(batch)
+                if duplicate is not None:
+                    raise _duplicate_error(batch, duplicate)
+            info = infos.get(pid)
+            if info is None:
+                info = infos[pid] = self.prepare_update(pid, origin)
+            txn = info.append(batch)
+            if txn is not None:
+                completed.append(txn)
+        return ProducerStateUpdate(tuple(infos.values()), tuple(completed))
+
+    def append_batch(self, batch: RecordBatch, *, from_client: bool) -> CompletedTxn | None:
+        """Validate and apply one batch; return the transaction its end marker completed.
+
+        ``from_client=True`` validates as Kafka does a producer's request (origin CLIENT;
+        markers get the coordinator's epoch checks); ``False`` applies it as replication and log
+        loading do. A batch that fails leaves the state untouched. A completed transaction stays
+        tracked until :meth:`complete_txn` (after :meth:`last_stable_offset` has been used for
+        the transaction index), and ``map_end_offset`` is the caller's to advance.
+
+        Raises:
+            See :meth:`analyze_batches`.
+        """
+        origin = AppendOrigin.CLIENT if from_client else AppendOrigin.REPLICATION
+        analysis = self.analyze_batches((batch,), origin=origin)
+        for info in analysis.append_infos:
+            self.update(info)
+        return analysis.completed_txns[0] if analysis.completed_txns else None
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` is complete: the first offset of the
+        earliest open transaction of *another* producer, else just past its marker."""
+        for offset in self._ongoing_offsets:
+            if self._ongoing[offset].producer_id != completed.producer_id:
+                return offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Stop tracking a transaction its marker completed.
+
+        Raises:
+            ValueError: no transaction was started at ``completed.first_offset``.
+        """
+        if self._ongoing.pop(completed.first_offset, None) is None:
+            raise ValueError(f"attempted to complete transaction {completed} which was not started")
+        i = bisect.bisect_left(self._ongoing_offsets, completed.first_offset)
+        del self._ongoing_offsets[i]
+
+    def _add_ongoing(self, txn: TxnMetadata) -> None:
+        if txn.first_offset not in self._ongoing:
+            bisect.insort(self._ongoing_offsets, txn.first_offset)
+        self._ongoing[txn.first_offset] = txn
+
+    def _clear_ongoing(self) -> None:
+        self._ongoing.clear()
+        self._ongoing_offsets.clear()
+
+    # -- producers -----------------------------------------------------------------------------
+
+    def _add_producer(self, producer_id: int, entry: ProducerStateEntry) -> None:
+        new = producer_id not in self._producers
+        self._producers[producer_id] = entry
+        if new:
+            self._shape.added(producer_id, self._producers, len(self._producers))
+
+    def _clear_producers(self) -> None:
+        self._producers.clear()
+        self._shape.cleared()
+
+    def load_producer_entry(self, entry: ProducerStateEntry) -> None:
+        """Add an entry read from a snapshot, with its open transaction (Kafka's ``loadProducerEntry``)."""
+        self._add_producer(entry.producer_id, entry)
+        if entry.current_txn_first_offset is not None:
+            self._add_ongoing(TxnMetadata(entry.producer_id, entry.current_txn_first_offset))
+
+    def _is_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
+        idle = now_ms - entry.last_timestamp
+        return entry.current_txn_first_offset is None and idle >= self.producer_id_expiration_ms
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        """Forget producers with no open transaction whose last timestamp is at least
+        ``producer_id_expiration_ms`` old."""
+        for pid in [pid for pid, e in self._producers.items() if self._is_expired(now_ms, e)]:
+            del self._producers[pid]
+            self._shape.removed(pid)
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def _list_snapshots(self) -> dict[int, Path]:
+        found: dict[int, Path] = {}
+        if not self._dir.is_dir():
+            return found
+        for path in self._dir.iterdir():
+            name = path.name
+            if name.endswith(SNAPSHOT_SUFFIX + _TMP_SUFFIX) and path.is_file():
+                path.unlink(missing_ok=True)  # an interrupted write_snapshot
+                continue
+            if not name.endswith(SNAPSHOT_SUFFIX) or not path.is_file():
+                continue
+            prefix = name.split(".", 1)[0]
+            if not prefix.isdigit():
+                _log.warning("ignoring %s: a snapshot file is named after its offset", path)
+                continue
+            found[int(prefix)] = path
+        return dict(sorted(found.items()))
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshot files known, ascending."""
+        return sorted(self._snapshots)
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self._snapshots) if self._snapshots else None
+
+    @property
+    def oldest_snapshot_offset(self) -> int | None:
+        return min(self._snapshots) if self._snapshots else None
+
+    def fetch_snapshot(self, offset: int) -> Path | None:
+        """The snapshot file at ``offset``, if known."""
+        return self._snapshots.get(offset)
+
+    def snapshot_entries(self) -> list[ProducerStateEntry]:
+        """The entries a snapshot taken now would hold, in the order it writes them."""
+        order = snapshot_order(list(self._producers), self._shape.capacity)
+        return [self._producers[pid] for pid in order]
+
+    def take_snapshot(self, *, sync: bool = True) -> Path | None:
+        """Write ``<map_end_offset>.snapshot`` unless the state has not moved since the last
+        snapshot (Kafka's rule: only when ``map_end_offset`` passed the last snapshot's offset).
+
+        Returns:
+            The file written, or None.
+        """
+        offset = self._last_map_offset
+        if offset <= self._last_snap_offset:
+            return None
+        path = snapshot_file(self._dir, offset)
+        write_snapshot(path, self.snapshot_entries(), sync=sync)
+        self._snapshots[offset] = path
+        self._last_snap_offset = offset
+        return path
+
+    @staticmethod
+    def read_snapshot(path: str | os.PathLike) -> list[ProducerStateEntry]:
+        """See :func:`read_snapshot`."""
+        return read_snapshot(path)
+
+    def _remove_and_delete_snapshot(self, offset: int) -> None:
+        path = self._snapshots.pop(offset, None)
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Delete the snapshots at offsets below ``offset``."""
+        for off in [o for o in self._snapshots if o < offset]:
+            self._remove_and_delete_snapshot(off)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Delete the snapshots at offsets above ``offset``."""
+        for off in [o for o in self._snapshots if o > offset]:
+            self._remove_and_delete_snapshot(off)
+
+    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Path | None:
+        """Forget the snapshot at ``offset`` and rename it ``<name>.deleted`` for a later delete;
+        return the new path (None when there was none, or it was already gone)."""
+        path = self._snapshots.pop(offset, None)
+        if path is None:
+            return None
+        renamed = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            os.replace(path, renamed)
+        except FileNotFoundError:
+            return None
+        return renamed
+
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+        """Delete the snapshots at no segment's base offset, except the newest of them when it
+        lies above every segment (the one a clean shutdown writes) (Kafka's
+        ``removeStraySnapshots``)."""
+        bases = set(segment_base_offsets)
+        self._snapshots = self._list_snapshots()
+        stray = [offset for offset in self._snapshots if offset not in bases]
+        for offset in stray[:-1]:
+            self._remove_and_delete_snapshot(offset)
+        if stray and bases and stray[-1] < max(bases):
+            self._remove_and_delete_snapshot(stray[-1])
+
+    def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
+        """Load the latest readable snapshot; a corrupt one is deleted and the next older tried."""
+        while self._snapshots:
+            offset = max(self._snapshots)
+            path = self._snapshots[offset]
+            try:
+                entries = read_snapshot(path)
+            except CorruptCheckpointError as e:
+                _log.warning("failed to load producer snapshot from %s: %s", path, e)
+                self._remove_and_delete_snapshot(offset)
+                continue
+            for entry in entries:
+                if not self._is_expired(now_ms, entry):
+                    self.load_producer_entry(entry)
+            self._last_snap_offset = self._last_map_offset = offset
+            return
+        self._last_snap_offset = self._last_map_offset = log_start_offset
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+        """Drop the snapshots outside ``(log_start_offset, log_end_offset]`` and, unless the
+        state already ends at ``log_end_offset``, reload it from the latest remaining snapshot
+        (skipping expired producers) or start empty at ``log_start_offset``; the caller then
+        replays the log from ``map_end_offset`` (Kafka's ``truncateAndReload``).
+
+        As in Kafka, a snapshot *at* the log start offset is dropped too.
+        """
+        for offset in list(self._snapshots):
+            if offset > log_end_offset or offset <= log_start_offset:
+                self._remove_and_delete_snapshot(offset)
+        if log_end_offset != self._last_map_offset:
+            self._clear_producers()
+            self._clear_ongoing()
+            self._load_from_snapshot(log_start_offset, now_ms)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Bring ``map_end_offset`` up to a new log start offset (Kafka's ``onLogStartOffsetIncremented``)."""
+        if self._last_map_offset < log_start_offset:
+            self._last_map_offset = log_start_offset
+        latest = self.latest_snapshot_offset
+        self._last_snap_offset = log_start_offset if latest is None else latest
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget every producer, transaction and snapshot; the state now ends at ``offset``."""
+        self._clear_producers()
+        self._clear_ongoing()
+        for off in list(self._snapshots):
+            self._remove_and_delete_snapshot(off)
+        self._last_snap_offset = 0
+        self._last_map_offset = offset
+
+    def truncate_fully_and_reload_snapshots(self) -> None:
+        """Start over at 0 and list the snapshot files again (Kafka's ``truncateFullyAndReloadSnapshots``)."""
+        self.truncate_fully_and_start_at(0)
+        self._snapshots = self._list_snapshots()
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateManager({str(self._dir)!r}, producers={len(self._producers)}, "
+            f"ongoing_txns={len(self._ongoing)}, map_end_offset={self._last_map_offset}, "
+            f"snapshots={self.snapshot_offsets()})"
+        )
+
+
+def _duplicate_error(batch: RecordBatch, duplicate: BatchMetadata) -> DuplicateSequenceError:
+    err = DuplicateSequenceError(
+        f"batch of producer {batch.producer_id} (epoch {batch.producer_epoch}, sequences "
+        f"{batch.base_sequence}..{batch.last_sequence}) at offset {batch.base_offset} duplicates the one "
+        f"appended at offsets {duplicate.first_offset}..{duplicate.last_offset}"
+    )
+    err.first_offset = duplicate.first_offset
+    err.last_offset = duplicate.last_offset
+    err.timestamp = duplicate.timestamp  # type: ignore[attr-defined]  # Kafka answers it as the append time
+    return err
+
