@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kafkalog.crc as crc
-from kafkalog import Compression, FileRecords, MemoryRecords, RecordBatchBuilder
+from kafkalog import FileRecords, MemoryRecords, RecordBatchBuilder
 
 from conftest import DATA
 

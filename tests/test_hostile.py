@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import DATA, MATRIX, SHARED_CORPUS, examples

@@ -52,6 +52,7 @@ import os
 import re
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
@@ -236,15 +237,9 @@ def _check_int(value: int, bounds: tuple[int, int], what: str, *, minimum: int |
 _T = TypeVar("_T")
 
 
-class _CheckpointFile(Generic[_T]):
-    """Kafka's ``CheckpointFile<T>``: a version line, a count line, then one entry per line.
-
-    Subclasses say how an entry is parsed from its whitespace-separated fields and how it is
-    written. Thread-safe: reads and writes of one object are serialised.
-    """
-
-    _FIELDS: int
-    _ENTRY_FORMAT: str  # for messages, e.g. "topic partition offset"
+class _TextFile:
+    """A small text file in a partition or log directory: its path and a lock that
+    serialises this object's reads and writes."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self._path = Path(path)
@@ -261,12 +256,24 @@ class _CheckpointFile(Generic[_T]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self._path)!r})"
 
-    # subclass hooks
-    def _parse(self, line: _Line, fields: list[str]) -> _T:
-        raise NotImplementedError
 
+class _CheckpointFile(_TextFile, ABC, Generic[_T]):
+    """Kafka's ``CheckpointFile<T>``: a version line, a count line, then one entry per line.
+
+    Subclasses say how an entry is parsed from its whitespace-separated fields and how it is
+    written. Thread-safe: reads and writes of one object are serialised.
+    """
+
+    _FIELDS: int
+    _ENTRY_FORMAT: str  # for messages, e.g. "topic partition offset"
+
+    @abstractmethod
+    def _parse(self, line: _Line, fields: list[str]) -> _T:
+        """One entry from the whitespace-separated fields of ``line``."""
+
+    @abstractmethod
     def _format(self, entry: _T) -> str:
-        raise NotImplementedError
+        """The line (without its newline) that writes ``entry``."""
 
     def _read_entries(self) -> list[_T]:
         with self._lock:
@@ -461,7 +468,7 @@ def _decode_topic_id(text: str) -> bytes | None:
     return base64.urlsafe_b64decode(text[:22] + "==")
 
 
-class PartitionMetadataFile:
+class PartitionMetadataFile(_TextFile):
     """A partition's ``partition.metadata``: the id of its topic (Kafka's ``PartitionMetadataFile``).
 
     Layout, exactly as Kafka's ``PartitionMetadata.encode`` writes it, with no final newline::
@@ -476,21 +483,6 @@ class PartitionMetadataFile:
     ``topic_id``), which Kafka does not, and refuses content after the topic id in a version 0
     file. Thread-safe.
     """
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self._path = Path(path)
-        self._lock = threading.Lock()
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    def exists(self) -> bool:
-        """Whether the file exists."""
-        return self._path.exists()
-
-    def __repr__(self) -> str:
-        return f"PartitionMetadataFile({str(self._path)!r})"
 
     def read(self) -> str:
         """The topic id, in Kafka's canonical form (22 characters, no padding).
