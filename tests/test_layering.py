@@ -27,6 +27,7 @@ LAYERS = {
     "config": 4,
     "filenames": 4,
     "log": 5,
+    "validator": 5,
     "loader": 5,
     "retention": 5,
     "segments": 5,

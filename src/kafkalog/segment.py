@@ -28,6 +28,8 @@ from .errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError, I
 from .file_records import FileRecords
 from .filenames import log_file, offset_index_file, time_index_file, txn_index_file
 from .index import AbortedTxn, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from .leader_epoch import LeaderEpochFileCache
+from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .records import MemoryRecords
 
@@ -333,7 +335,14 @@ class LogSegment:
 
     # -- recovery and truncation -------------------------------------------------------------------
 
-    def recover(self, max_message_size: int | None = None, *, ongoing_txns: dict[int, int] | None = None) -> int:
+    def recover(
+        self,
+        max_message_size: int | None = None,
+        *,
+        ongoing_txns: dict[int, int] | None = None,
+        producer_state: ProducerStateManager | None = None,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
+    ) -> int:
         """Rebuild the indexes from the log, truncating it at the first invalid byte.
 
         Resets the three indexes, validates every batch (size, CRC-32C or CRC-32, counts),
@@ -345,6 +354,11 @@ class LogSegment:
                 beyond the file).
             ongoing_txns: producer id -> first offset of transactions open at the segment's
                 start (from producer state); updated in place as transactions complete.
+            producer_state: instead of ``ongoing_txns``, the partition's producer state as of
+                the segment's start; every v2 batch is applied to it (as replication applies
+                it) and the transactions it completes go to the transaction index, as Kafka's
+                ``LogSegment.recover`` does.
+            leader_epoch_cache: assigned each newer partition leader epoch met (Kafka's rule).
 
         Returns:
             The number of bytes truncated.
@@ -364,8 +378,14 @@ class LogSegment:
         if max_message_size is not None:
             log = FileRecords.open(self.log.path, max_batch_size=max_message_size)
         try:
+            previous = self.base_offset - 1
             for batch in log.batches(validate=True):
                 last_offset = batch.last_offset
+                if last_offset <= previous:
+                    # Offsets that go backwards (or below the base offset) end the valid part
+                    # of the segment; Kafka would drop the whole segment here.
+                    break
+                previous = last_offset
                 self._ensure_offset_in_range(last_offset)
                 max_timestamp = batch.max_timestamp
                 if max_timestamp > self.max_timestamp_so_far:
@@ -376,7 +396,15 @@ class LogSegment:
                     last_index_entry = valid_bytes
                 valid_bytes += batch.size_in_bytes
                 if batch.magic >= 2:
-                    self._track_transactions(batch, ongoing)
+                    if leader_epoch_cache is not None:
+                        epoch = batch.partition_leader_epoch
+                        latest = leader_epoch_cache.latest_epoch
+                        if epoch >= 0 and (latest is None or epoch > latest):
+                            leader_epoch_cache.assign(epoch, batch.base_offset)
+                    if producer_state is None:
+                        self._track_transactions(batch, ongoing)
+                    else:
+                        self._update_producer_state(batch, producer_state)
         except (CorruptRecordError, InvalidRecordError, TruncatedRecordError):
             pass  # everything from valid_bytes on is truncated below
         finally:
@@ -391,6 +419,17 @@ class LogSegment:
         # Kafka's recover leaves the bytes-since-last-entry count alone (0 on a freshly opened
         # segment), so appends after recovery count from zero again.
         return truncated
+
+    def _update_producer_state(self, batch: RecordBatch, producer_state: ProducerStateManager) -> None:
+        """Kafka's ``LogSegment.updateProducerState``."""
+        if batch.producer_id >= 0:
+            completed = producer_state.append_batch(batch, from_client=False)
+            if completed is not None:
+                if completed.is_aborted:
+                    lso = producer_state.last_stable_offset(completed)
+                    self.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+                producer_state.complete_txn(completed)
+        producer_state.update_map_end_offset(batch.last_offset + 1)
 
     def _track_transactions(self, batch: RecordBatch, ongoing: dict[int, int]) -> None:
         """Follow transactions through one batch; index the ones that abort (Kafka's

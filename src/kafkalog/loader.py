@@ -1,0 +1,372 @@
+"""Opening a partition directory after a clean shutdown or a crash, as Kafka's ``LogLoader`` does.
+
+:func:`load_log`, in Kafka's order:
+
+1. **Temporary files**: delete ``*.deleted``; delete every ``*.cleaned`` file and every ``*.swap``
+   file at or above the lowest ``.cleaned`` offset (the cleaner crashed before its swap began).
+2. **Interrupted swaps**: the remaining ``.swap`` segments are complete (the cleaner renames
+   ``.cleaned`` to ``.swap`` only after flushing), so the files of the old segments in their
+   offset range are deleted and every ``.swap`` file is renamed into place.
+3. **Segments**: orphan index files (no ``.log``) are deleted; every ``.log`` is opened, a
+   missing time index is created empty, and a missing offset index or an index that fails its
+   sanity check has its segment recovered (indexes rebuilt from the log).
+4. **Recovery** (unless the clean-shutdown marker was present): every segment from the one
+   holding the recovery point on is recovered — batches validated, indexes rebuilt, producer
+   state and leader epochs replayed, the invalid tail truncated. After a truncation the later
+   segments are deleted, as they follow bytes that never were durable.
+5. **Offsets**: segments entirely below a checkpointed log start offset that lies past the end
+   are dropped; an empty log gets a segment at the log start offset; the recovery point is the
+   log end offset after a clean shutdown, else the smaller of the checkpoint and the end.
+6. **Leader epochs** are truncated to the log's offset range and **producer state** is rebuilt
+   from the newest usable snapshot plus the batches after it.
+
+Where kafkalog differs from Kafka: a batch whose offsets go backwards, or fall below the segment's
+base offset, ends the valid part of a segment during recovery (Kafka drops the whole segment);
+a segment whose offsets overflow its 32-bit range (data written by brokers before 0.11) is
+refused with a clear error instead of being split.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from .config import LogConfig
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .filenames import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    log_file,
+    offset_from_file,
+    time_index_file,
+)
+from .leader_epoch import LeaderEpochFileCache
+from .producer_state import ProducerStateManager
+from .segment import LogSegment
+from .segments import LogSegments
+
+__all__ = ["LoadedLog", "load_log", "rebuild_producer_state"]
+
+_log = logging.getLogger(__name__)
+
+
+class LoadedLog(NamedTuple):
+    """What :func:`load_log` found.
+
+    Attributes:
+        segments: the segments, oldest first (never empty).
+        log_start_offset: the first offset readers may ask for.
+        recovery_point: offsets below it are known to be flushed.
+        log_end_offset: the offset the next append gets.
+        recovered_segments: how many segments were recovered.
+        truncated_bytes: bytes cut from invalid tails.
+        deleted_segments: segments dropped after a truncated one.
+    """
+
+    segments: LogSegments
+    log_start_offset: int
+    recovery_point: int
+    log_end_offset: int
+    recovered_segments: int
+    truncated_bytes: int
+    deleted_segments: int
+
+
+def _offset_or_none(path: Path) -> int | None:
+    try:
+        return offset_from_file(path)
+    except ValueError:
+        return None
+
+
+def _strip(name: str, suffix: str) -> str:
+    return name[: -len(suffix)] if name.endswith(suffix) else name
+
+
+def _remove_temp_files_and_collect_swap_files(directory: Path) -> list[Path]:
+    """Step 1 (Kafka's ``removeTempFilesAndCollectSwapFiles``)."""
+    swap: list[Path] = []
+    cleaned: list[Path] = []
+    min_cleaned: int | None = None
+    for path in sorted(directory.iterdir()):
+        if not path.is_file():
+            continue
+        name = path.name
+        if name.endswith(DELETED_SUFFIX):
+            _log.info("deleting stray temporary file %s", path)
+            path.unlink(missing_ok=True)
+        elif name.endswith(CLEANED_SUFFIX):
+            offset = _offset_or_none(path)
+            if offset is not None:
+                min_cleaned = offset if min_cleaned is None else min(min_cleaned, offset)
+            cleaned.append(path)
+        elif name.endswith(SWAP_SUFFIX):
+            swap.append(path)
+    valid = []
+    for path in swap:
+        offset = _offset_or_none(path)
+        if offset is None or (min_cleaned is not None and offset >= min_cleaned):
+            _log.info("deleting invalid swap file %s (min cleaned offset %s)", path, min_cleaned)
+            path.unlink(missing_ok=True)
+        else:
+            valid.append(path)
+    for path in cleaned:
+        _log.info("deleting stray cleaned file %s", path)
+        path.unlink(missing_ok=True)
+    return valid
+
+
+def _next_offset_of(path: Path) -> int:
+    """The offset after the last batch of a log file (a shallow scan of batch headers)."""
+    next_offset = None
+    with FileRecords.open(path) as records:
+        try:
+            for batch in records.batches():
+                next_offset = batch.next_offset
+        except KafkalogError:
+            pass  # a swap file is flushed before it is renamed; be lenient with a damaged tail
+    return offset_from_file(path) if next_offset is None else next_offset
+
+
+def _complete_swaps(directory: Path, swap_files: list[Path]) -> None:
+    """Step 2 (Kafka's swap handling in ``LogLoader.load``)."""
+    logs = [p for p in swap_files if _strip(p.name, SWAP_SUFFIX).endswith(LOG_SUFFIX)]
+    if not logs:
+        for path in swap_files:
+            _log.info("renaming orphan swap file %s", path)
+            os.replace(path, path.with_name(_strip(path.name, SWAP_SUFFIX)))
+        return
+    lo = min(offset_from_file(p) for p in logs)
+    hi = max(_next_offset_of(p) for p in logs)
+    for path in logs:
+        _log.info("found log file %s from an interrupted swap; recovering it by renaming", path)
+    for path in sorted(directory.iterdir()):
+        if not path.is_file() or path.name.endswith(SWAP_SUFFIX):
+            continue
+        offset = _offset_or_none(path)
+        if offset is not None and lo <= offset < hi:
+            _log.info("deleting segment file %s, compacted but not yet deleted", path)
+            path.unlink(missing_ok=True)
+    for path in sorted(directory.iterdir()):
+        if path.is_file() and path.name.endswith(SWAP_SUFFIX):
+            os.replace(path, path.with_name(_strip(path.name, SWAP_SUFFIX)))
+
+
+def _open_segments(
+    directory: Path, config: LogConfig, clock: Callable[[], int], jitter: Callable[[], int]
+) -> tuple[LogSegments, list[LogSegment]]:
+    """Step 3 (Kafka's ``loadSegmentFiles``): the segments, and those whose indexes need rebuilding."""
+    segments = LogSegments()
+    broken: list[LogSegment] = []
+    for path in sorted(directory.iterdir()):
+        if not path.is_file():
+            continue
+        name = path.name
+        if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+            offset = _offset_or_none(path)
+            if offset is not None and not log_file(directory, offset).exists():
+                _log.warning("found an orphaned index file %s with no log file; deleting it", path)
+                path.unlink(missing_ok=True)
+            continue
+        if not name.endswith(LOG_SUFFIX):
+            continue
+        base = _offset_or_none(path)
+        if base is None:
+            continue
+        time_index_created = not time_index_file(directory, base).exists()
+        offset_index_missing = not path.with_name(name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX).exists()
+        segment = LogSegment.open(directory, base, config, roll_jitter_ms=jitter(), clock=clock)
+        try:
+            if offset_index_missing:
+                raise KafkalogError("offset index file does not exist", file=str(segment.offset_index.path))
+            if time_index_created:
+                # Kafka: a segment from before time indexes gets an empty one.
+                segment.time_index.resize(0)
+            segment.offset_index.sanity_check()
+            segment.time_index.sanity_check()
+            segment.txn_index.sanity_check()
+        except KafkalogError as e:
+            _log.warning("segment %s needs its indexes rebuilt: %s", path, e)
+            broken.append(segment)
+        segments.add(segment)
+    return segments, broken
+
+
+def rebuild_producer_state(
+    producer_state: ProducerStateManager,
+    segments: LogSegments,
+    log_start_offset: int,
+    last_offset: int,
+    now_ms: int,
+    *,
+    reload_from_clean_shutdown: bool = False,
+) -> None:
+    """Bring ``producer_state`` to ``last_offset``: reload the newest snapshot at or below it and
+    replay the batches after it (Kafka's ``UnifiedLog.rebuildProducerState``)."""
+    offsets_to_snapshot: list[int] = []
+    if not segments.is_empty:
+        last_base = segments.last.base_offset  # type: ignore[union-attr]
+        lower = segments.lower(last_base)
+        if lower is not None:
+            offsets_to_snapshot.append(lower.base_offset)
+        offsets_to_snapshot.append(last_base)
+    offsets_to_snapshot.append(last_offset)
+    if producer_state.latest_snapshot_offset is None and reload_from_clean_shutdown:
+        # A clean shutdown without snapshots (an old broker): no producer needs rebuilding, and
+        # empty snapshots at the last two segments and the end spare a full scan later.
+        for offset in offsets_to_snapshot:
+            producer_state.update_map_end_offset(offset)
+            producer_state.take_snapshot()
+        return
+    producer_state.truncate_and_reload(log_start_offset, last_offset, now_ms)
+    if last_offset > producer_state.map_end_offset:
+        last_segment = segments.floor(last_offset)
+        for segment in segments.values(producer_state.map_end_offset, last_offset):
+            start = max(producer_state.map_end_offset, segment.base_offset, log_start_offset)
+            producer_state.update_map_end_offset(start)
+            if segment.base_offset in offsets_to_snapshot:
+                producer_state.take_snapshot()
+            max_position = segment.size
+            if segment is last_segment:
+                found = segment.translate_offset(last_offset)
+                if found is not None:
+                    max_position = found.position
+            records = segment.read(start, 2**31 - 1, max_position=max_position)
+            if records is None:
+                continue
+            for batch in records.batches():
+                if batch.magic >= 2 and batch.producer_id >= 0:
+                    completed = producer_state.append_batch(batch, from_client=False)
+                    if completed is not None:
+                        producer_state.complete_txn(completed)
+    producer_state.update_map_end_offset(last_offset)
+    producer_state.take_snapshot()
+
+
+def _recover_segment(
+    segment: LogSegment,
+    segments: LogSegments,
+    log_start_offset: int,
+    directory: Path,
+    leader_epoch_cache: LeaderEpochFileCache | None,
+    now_ms: int,
+) -> int:
+    """Kafka's ``LogLoader.recoverSegment``: producer state as of the segment's start (from the
+    snapshots), then the segment's recovery, then a snapshot so the next one starts from here."""
+    state = ProducerStateManager(directory)
+    rebuild_producer_state(state, segments, log_start_offset, segment.base_offset, now_ms)
+    truncated = segment.recover(producer_state=state, leader_epoch_cache=leader_epoch_cache)
+    state.take_snapshot()
+    return truncated
+
+
+def load_log(
+    directory: str | os.PathLike,
+    config: LogConfig,
+    *,
+    log_start_offset_checkpoint: int,
+    recovery_point_checkpoint: int,
+    had_clean_shutdown: bool,
+    producer_state: ProducerStateManager,
+    leader_epoch_cache: LeaderEpochFileCache | None,
+    clock: Callable[[], int],
+    jitter: Callable[[], int] = lambda: 0,
+) -> LoadedLog:
+    """Load (and if needed recover) the partition in ``directory``; see the module docstring.
+
+    Args:
+        directory: the partition directory (it must exist).
+        config: the topic's settings.
+        log_start_offset_checkpoint: from ``log-start-offset-checkpoint`` (0 when absent).
+        recovery_point_checkpoint: from ``recovery-point-offset-checkpoint`` (0 when absent).
+        had_clean_shutdown: the clean-shutdown marker was present: skip step 4.
+        producer_state: an empty manager over ``directory``; rebuilt here.
+        leader_epoch_cache: the partition's epoch cache; truncated to the log here.
+        clock: epoch milliseconds.
+        jitter: each segment's roll jitter.
+
+    Raises:
+        KafkalogError: a segment whose offsets overflow its relative range.
+        OSError: the directory could not be read or written.
+    """
+    directory = Path(directory)
+    now_ms = clock()
+    swap_files = _remove_temp_files_and_collect_swap_files(directory)
+    _complete_swaps(directory, swap_files)
+    segments, broken = _open_segments(directory, config, clock, jitter)
+
+    recovered = truncated_total = deleted = 0
+    for segment in broken:
+        truncated_total += _recover_segment(
+            segment, segments, log_start_offset_checkpoint, directory, leader_epoch_cache, now_ms
+        )
+        recovered += 1
+
+    if not had_clean_shutdown:
+        unflushed = segments.values(recovery_point_checkpoint)
+        for i, segment in enumerate(unflushed):
+            _log.info("recovering unflushed segment %s (%d/%d)", segment.log.path, i, len(unflushed))
+            truncated = _recover_segment(
+                segment, segments, log_start_offset_checkpoint, directory, leader_epoch_cache, now_ms
+            )
+            recovered += 1
+            truncated_total += truncated
+            if truncated > 0:
+                later = unflushed[i + 1 :]
+                _log.warning(
+                    "corruption found in segment %s: truncated %d bytes; deleting the %d segments after it",
+                    segment.log.path,
+                    truncated,
+                    len(later),
+                )
+                for doomed in later:
+                    segments.remove(doomed.base_offset)
+                    doomed.delete_if_exists()
+                deleted += len(later)
+                break
+
+    # Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: the files below a checkpointed start
+    # offset that is past their end were deleted outside the log.
+    log_end: int | None = None
+    if not segments.is_empty:
+        log_end = segments.last.next_offset  # type: ignore[union-attr]
+        if log_start_offset_checkpoint > log_end:
+            _log.warning(
+                "deleting all segments: log end offset %d is below log start offset %d",
+                log_end,
+                log_start_offset_checkpoint,
+            )
+            for segment in segments.values():
+                segments.remove(segment.base_offset)
+                segment.delete_if_exists()
+                deleted += 1
+            log_end = None
+    if segments.is_empty:
+        segments.add(LogSegment.open(directory, log_start_offset_checkpoint, config, roll_jitter_ms=jitter(), clock=clock))
+        log_end = log_start_offset_checkpoint
+    assert log_end is not None
+    if had_clean_shutdown and recovered == 0:
+        recovery_point = log_end
+    else:
+        recovery_point = min(recovery_point_checkpoint, log_end)
+    segments.last.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
+
+    log_start = max(log_start_offset_checkpoint, segments.first.base_offset)  # type: ignore[union-attr]
+    if leader_epoch_cache is not None:
+        leader_epoch_cache.truncate_from_end(log_end)
+        leader_epoch_cache.truncate_from_start(log_start_offset_checkpoint)
+
+    producer_state.remove_stray_snapshots(segments.base_offsets())
+    rebuild_producer_state(
+        producer_state, segments, log_start, log_end, now_ms, reload_from_clean_shutdown=had_clean_shutdown
+    )
+    return LoadedLog(segments, log_start, recovery_point, log_end, recovered, truncated_total, deleted)

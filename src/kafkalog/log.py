@@ -1,0 +1,1266 @@
+"""The partition log: Kafka's ``UnifiedLog`` (local part) over a ``<topic>-<partition>`` directory.
+
+A :class:`Log` owns the segments of one partition, its leader-epoch cache and its producer
+state, and keeps the log directory's checkpoint files up to date. A directory it writes is one a
+Kafka broker can load, and it opens directories Kafka brokers wrote.
+
+Files of the *log directory* (the partition directory's parent), shared by every partition in
+it, as a broker keeps them: ``recovery-point-offset-checkpoint`` and
+``log-start-offset-checkpoint`` (one line per partition), the clean-shutdown marker
+``.kafka_cleanshutdown`` and the ``.lock`` file a process holds while it has logs open there
+(so two processes never write one log directory).
+
+**Durability.** :meth:`Log.flush` fsyncs the segments up to the given offset, the producer
+snapshots and the directory, then moves the recovery point. Whatever a flush covered survives a
+kill at any instant: reopening validates everything after the recovery point and truncates only
+bytes that fail validation. Rolling flushes the finished segment in the background (as Kafka
+does), so the recovery point follows the rolls even when the flush policy never flushes.
+
+**The clean-shutdown marker.** It means "every log of this directory was closed cleanly", so
+recovery can be skipped. The first log opened in a directory removes it (durably) before
+anything is written; the last log closed writes it back only if the directory was clean when
+the process started or every partition in it was opened (and so recovered) by this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import os
+import random
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from .checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    PARTITION_METADATA,
+)
+from .compression import Compression
+from .config import LogConfig
+from .errors import (
+    CorruptCheckpointError,
+    DuplicateSequenceError,
+    InvalidConfigError,
+    InvalidOffsetError,
+    KafkalogError,
+    LogClosedError,
+    RecordTooLargeError,
+    TruncatedRecordError,
+)
+from .file_records import FileRecords
+from .filenames import DELETED_SUFFIX
+from .leader_epoch import LeaderEpochFileCache
+from .loader import load_log, rebuild_producer_state
+from .producer_state import AppendOrigin, ProducerStateManager
+from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from .records import MemoryRecords, frame_entry, batch_class
+from .retention import RetentionPlan, plan_retention
+from .segment import LogSegment, TimestampAndOffset
+from .segments import LogSegments
+from .validator import validate_and_assign_offsets
+
+__all__ = [
+    "Log",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "OffsetOutOfRangeError",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "CLEAN_SHUTDOWN_FILE",
+]
+
+_log = logging.getLogger(__name__)
+
+#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+#: The log directory's clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``).
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_LOCK_FILE = ".lock"
+_INT32_MAX = 2**31 - 1
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+class OffsetOutOfRangeError(InvalidOffsetError):
+    """A read or truncation asked for an offset outside the log (Kafka's
+    ``OffsetOutOfRangeException``)."""
+
+
+class UnexpectedAppendOffsetError(InvalidOffsetError):
+    """Already-offset batches do not continue the log (Kafka's ``UnexpectedAppendOffsetException``)."""
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset and where it is: its segment's base offset and the byte position in it."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
+
+
+class LogAppendInfo(NamedTuple):
+    """What one append wrote (Kafka's ``LogAppendInfo``).
+
+    Attributes:
+        first_offset: offset of the first record (-1 when nothing was appended).
+        last_offset: offset of the last record.
+        max_timestamp: largest timestamp appended (the append time under LogAppendTime).
+        offset_of_max_timestamp: last offset of the batch holding it (-1 without timestamps).
+        log_append_time: the append time stamped, or -1 under CreateTime.
+        log_start_offset: the log start offset after the append.
+        valid_bytes: bytes written.
+        record_count: records written.
+        source_compression: the codec the producer used.
+        duplicate: the batch repeats one already in the log (an idempotent producer's retry):
+            nothing was written and the offsets are those of the original, as Kafka answers.
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    valid_bytes: int
+    record_count: int
+    source_compression: Compression
+    duplicate: bool = False
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_partition_dir(directory: str | os.PathLike) -> tuple[str, int]:
+    """``orders-12`` -> ``("orders", 12)`` (Kafka's ``parseTopicPartitionName``).
+
+    Raises:
+        InvalidConfigError: the name is not ``<topic>-<partition>``.
+    """
+    name = Path(directory).name
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        raise InvalidConfigError(
+            f"a partition directory is named <topic>-<partition>, not {name!r}", file=str(directory)
+        )
+    return match["topic"], int(match["partition"])
+
+
+# -- the log directory: lock file, checkpoints, clean-shutdown marker ------------------------------
+
+
+class _LogDir:
+    """Process-wide state of one log directory, shared by the logs open in it."""
+
+    _registry: dict[str, _LogDir] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_OFFSET_CHECKPOINT)
+        self.log_starts = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
+        self.open_logs: set[tuple[str, int]] = set()
+        self.recovered: set[str] = set()  # partition directory names opened by this process
+        self._lock_fd: int | None = None
+        marker = path / CLEAN_SHUTDOWN_FILE
+        self.clean_at_start = marker.exists()
+
+    @classmethod
+    def acquire(cls, path: Path, tp: tuple[str, int]) -> _LogDir:
+        key = os.path.realpath(path)
+        with cls._registry_lock:
+            state = cls._registry.get(key)
+            if state is None:
+                state = cls(Path(key))
+                state._take_lock_file()
+                cls._registry[key] = state
+            if tp in state.open_logs:
+                raise KafkalogError(f"partition {tp[0]}-{tp[1]} is already open in this process", file=key)
+            state.open_logs.add(tp)
+            return state
+
+    def _take_lock_file(self) -> None:
+        fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # not POSIX: no cross-process protection
+            pass
+        except OSError:
+            os.close(fd)
+            raise KafkalogError(
+                "the log directory is in use by another process (its .lock file is held)", file=str(self.path)
+            ) from None
+        self._lock_fd = fd
+
+    def consume_clean_marker(self) -> bool:
+        """Whether this directory was shut down cleanly; the marker goes (durably) the first
+        time, so that a crash from now on is never mistaken for a clean shutdown."""
+        marker = self.path / CLEAN_SHUTDOWN_FILE
+        with self.lock:
+            if marker.exists():
+                marker.unlink()
+                _fsync_dir(self.path)
+        return self.clean_at_start
+
+    def read_offsets(self, tp: tuple[str, int]) -> tuple[int | None, int | None]:
+        """(recovery point, log start offset) checkpointed for ``tp``; a corrupt file reads as
+        empty (Kafka resets to 0 and recovers)."""
+        result = []
+        for file in (self.recovery_points, self.log_starts):
+            try:
+                result.append(file.read().get(tp))
+            except CorruptCheckpointError as e:
+                _log.warning("ignoring corrupt checkpoint %s: %s", file.path, e)
+                result.append(None)
+        return result[0], result[1]
+
+    def write_offset(self, file: OffsetCheckpointFile, tp: tuple[str, int], offset: int | None) -> None:
+        """Set (or with None remove) one partition's entry, keeping the others."""
+        with self.lock:
+            try:
+                entries = file.read()
+            except CorruptCheckpointError as e:
+                _log.warning("rewriting corrupt checkpoint %s: %s", file.path, e)
+                entries = {}
+            if offset is None:
+                if tp not in entries:
+                    return
+                entries.pop(tp)
+            elif entries.get(tp) == offset:
+                return
+            else:
+                entries[tp] = offset
+            file.write(entries)
+
+    def release(self, tp: tuple[str, int], directory_name: str, clean: bool) -> None:
+        with self._registry_lock:
+            self.open_logs.discard(tp)
+            if clean:
+                self.recovered.add(directory_name)
+            if self.open_logs:
+                return
+            key = str(self.path)
+            if self._registry.get(key) is self:
+                del self._registry[key]
+            try:
+                if clean and self._all_partitions_clean():
+                    marker = self.path / CLEAN_SHUTDOWN_FILE
+                    with open(marker, "wb") as f:
+                        f.write(b'{"version":0,"brokerEpoch":-1}')
+                        f.flush()
+                        os.fsync(f.fileno())
+                    _fsync_dir(self.path)
+            finally:
+                if self._lock_fd is not None:
+                    os.close(self._lock_fd)  # releases the flock
+                    self._lock_fd = None
+
+    def _all_partitions_clean(self) -> bool:
+        if self.clean_at_start:
+            return True
+        for entry in os.scandir(self.path):
+            if entry.is_dir() and _PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
+                return False
+        return True
+
+
+def _fsync_dir(path: Path) -> None:
+    if os.name == "nt":
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- background work: delayed deletions and the flush after a roll ---------------------------------
+
+
+class _Scheduler:
+    """One daemon thread running delayed tasks in due order (Kafka's ``KafkaScheduler``)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._tasks: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def schedule(self, delay_s: float, task: Callable[[], None]) -> None:
+        with self._cond:
+            stopped = self._stopped
+            if not stopped:
+                heapq.heappush(self._tasks, (time.monotonic() + delay_s, next(self._seq), task))
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                    self._thread.start()
+                self._cond.notify()
+        if stopped:  # closing: do it now
+            _run_logged(task)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and (not self._tasks or self._tasks[0][0] > time.monotonic()):
+                    timeout = None if not self._tasks else self._tasks[0][0] - time.monotonic()
+                    self._cond.wait(timeout)
+                if self._stopped:
+                    return
+                _, _, task = heapq.heappop(self._tasks)
+            _run_logged(task)
+
+    def shutdown(self) -> None:
+        """Stop the thread and run every pending task now, in due order."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        while self._tasks:
+            _, _, task = heapq.heappop(self._tasks)
+            _run_logged(task)
+
+
+def _run_logged(task: Callable[[], None]) -> None:
+    try:
+        task()
+    except Exception:  # a background task must not kill the thread; it is logged instead
+        _log.exception("background log task failed")
+
+
+# -- the log -------------------------------------------------------------------------------------
+
+
+class Log:
+    """One partition's log.
+
+    Use :meth:`open`. Thread safety: one writer and many readers. Every method that changes the
+    log (``append``, ``roll``, ``flush``, ``truncate_to``, ``truncate_fully_and_start_at``,
+    ``delete_records``, ``delete_old_segments``, ``close``, ``delete``) takes the log's lock, so
+    writers from several threads are serialised. Readers (``read``, ``offset_for_timestamp``
+    and the offset properties) take no lock and may run beside a writer: they work on a snapshot
+    of the segment list and read only up to the published log end, so they never see a
+    partially written batch. A read racing with truncation or retention may raise
+    :class:`~kafkalog.errors.KafkalogError` (the data it asked for is going away); the files of
+    deleted segments stay open for ``file.delete.delay.ms`` so slices already returned remain
+    readable meanwhile.
+
+    Attributes:
+        directory: the partition directory.
+        topic, partition: parsed from its name.
+        config: the topic's settings.
+        producer_state: the :class:`~kafkalog.producer_state.ProducerStateManager`.
+        leader_epoch_cache: the :class:`~kafkalog.leader_epoch.LeaderEpochFileCache`.
+        load_stats: what opening found (:class:`~kafkalog.loader.LoadedLog` without segments).
+    """
+
+    def __init__(self) -> None:  # use Log.open
+        raise TypeError("use Log.open(directory, config)")
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike,
+        config: LogConfig | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+        topic_id: str | None = None,
+        producer_id_expiration_ms: int | None = None,
+    ) -> Log:
+        """Open (creating if absent) the partition log in ``directory``.
+
+        Args:
+            directory: a ``<topic>-<partition>`` directory; its parent is the log directory.
+            config: the topic's settings (Kafka's defaults when None).
+            clock: epoch milliseconds (tests inject one); the wall clock by default.
+            topic_id: write ``partition.metadata`` with this topic id if it has none.
+            producer_id_expiration_ms: Kafka's ``producer.id.expiration.ms`` (one day).
+
+        Raises:
+            InvalidConfigError: the directory name is not ``<topic>-<partition>``.
+            KafkalogError: the log directory is locked by another process, the partition is
+                already open in this one, or its segments cannot be loaded.
+            OSError: the files could not be read or written.
+        """
+        self = object.__new__(cls)
+        config = config or LogConfig()
+        directory = Path(directory)
+        topic, partition = parse_partition_dir(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.topic, self.partition = topic, partition
+        self.config = config
+        self._clock = clock or _now_ms
+        self._lock = threading.RLock()
+        self._closed = False
+        self._tp = (topic, partition)
+        self._logdir = _LogDir.acquire(directory.parent, self._tp)
+        try:
+            self._load(topic_id, producer_id_expiration_ms)
+        except BaseException:
+            self._logdir.release(self._tp, directory.name, clean=False)
+            raise
+        return self
+
+    def _jitter(self) -> int:
+        # Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms)).
+        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
+
+    def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None) -> None:
+        directory = self.directory
+        clean = self._logdir.consume_clean_marker()
+        recovery_point, log_start = self._logdir.read_offsets(self._tp)
+        if topic_id is not None:
+            metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
+            if not metadata.exists():
+                metadata.write(topic_id)
+            elif metadata.read() != topic_id:
+                raise InvalidConfigError(
+                    f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)
+                )
+        epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+        rebuild_epochs = False
+        try:
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
+        except CorruptCheckpointError as e:
+            _log.warning("rebuilding corrupt leader epoch checkpoint %s: %s", epoch_file.path, e)
+            epoch_file.path.unlink(missing_ok=True)
+            self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
+            rebuild_epochs = True
+        kwargs = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
+        self.producer_state = ProducerStateManager(directory, **kwargs)
+        loaded = load_log(
+            directory,
+            self.config,
+            log_start_offset_checkpoint=max(0, log_start or 0),
+            recovery_point_checkpoint=max(0, recovery_point or 0),
+            had_clean_shutdown=clean,
+            producer_state=self.producer_state,
+            leader_epoch_cache=self.leader_epoch_cache,
+            clock=self._clock,
+            jitter=self._jitter,
+        )
+        self._segments = loaded.segments
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self.load_stats = loaded._replace(segments=None)
+        active = self._segments.last
+        self._end = LogOffsetMetadata(loaded.log_end_offset, active.base_offset, active.size)
+        self._high_watermark: int | None = None
+        self._last_flush_ms = self._clock()
+        self._checkpointed_recovery_segment = -1
+        self._scheduler = _Scheduler(f"kafkalog-{directory.name}")
+        if rebuild_epochs:
+            self._rebuild_leader_epochs()
+        # Persist what loading decided, so a crash now does not recover the same bytes again.
+        self._checkpoint_offsets()
+
+    def _rebuild_leader_epochs(self) -> None:
+        """Recreate the epoch history from batch headers (after a corrupt checkpoint)."""
+        entries = []
+        latest = -1
+        for segment in self._segments.values():
+            for batch in segment.log.batches():
+                epoch = batch.partition_leader_epoch
+                if batch.magic >= MAGIC_V2 and epoch > latest:
+                    entries.append((epoch, batch.base_offset))
+                    latest = epoch
+        self.leader_epoch_cache.assign_all(entries)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+
+    # -- facts -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset a reader may ask for."""
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next record gets."""
+        return self._end.offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._end
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below it are flushed to disk."""
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset up to which records are committed: the log end offset unless an embedder
+        replicating the log sets it (:meth:`update_high_watermark`)."""
+        return self._end.offset if self._high_watermark is None else self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (clamped to ``[log_start_offset, log_end_offset]``); return it."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._end.offset)
+            return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, or the high watermark."""
+        unstable = self.producer_state.first_unstable_offset
+        hw = self.high_watermark
+        return hw if unstable is None else min(unstable, hw)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (a snapshot)."""
+        return self._segments.values()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments.last  # type: ignore[return-value]
+
+    @property
+    def size(self) -> int:
+        """Bytes in all segments."""
+        return self._segments.size_in_bytes
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({str(self.directory)!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self._end.offset}, segments={len(self._segments)})"
+        )
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("the log is closed", file=str(self.directory))
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: MemoryRecords | bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+        origin: AppendOrigin | None = None,
+    ) -> LogAppendInfo:
+        """Validate and append ``records``; see the class docstring for the rules.
+
+        Args:
+            records: one or more batches of any magic (one magic per append).
+            assign_offsets: give the batches offsets from the log end (a leader's append). With
+                False the batches keep theirs and must continue the log (a follower's or a copy
+                tool's append); a partial batch at the end is ignored, as in a fetch response.
+            leader_epoch: stamped into every v2 batch (leader appends) and recorded in the
+                leader-epoch cache.
+            origin: whose append this is for the producer-state checks: ``CLIENT`` by
+                default for leader appends, ``REPLICATION`` for the others; ``COORDINATOR``
+                writes transaction markers.
+
+        Returns:
+            The :class:`LogAppendInfo`.
+
+        Raises:
+            CorruptRecordError: a CRC or size mismatch.
+            InvalidRecordError: a broken Kafka rule (offsets, counts, keys, magic, control
+                batches from a client, ...); :class:`~kafkalog.validator.InvalidTimestampError`
+                for timestamps outside the configured bounds.
+            RecordTooLargeError: a batch above ``max.message.bytes``, or an append above
+                ``segment.bytes``.
+            TruncatedRecordError: a leader append ending inside a batch.
+            UnexpectedAppendOffsetError, InvalidOffsetError: already-offset batches that do not
+                continue the log or whose offsets do not increase.
+            InvalidProducerEpochError, OutOfOrderSequenceError, InvalidTxnStateError: producer
+                state rules (Kafka's broker errors).
+            LogClosedError: the log is closed.
+            OSError: a write failed; the log stays consistent (the bytes of the failed append
+                are cut off again) and usable.
+        """
+        if origin is None:
+            origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
+        buf = records.buffer if isinstance(records, MemoryRecords) else records
+        view = memoryview(buf).cast("B")
+        batches, valid = self._analyze(view, assign_offsets)
+        if not batches:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, Compression.NONE)
+        with self._lock:
+            self._check_open()
+            return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
+
+    def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches that already have offsets (``append(records, assign_offsets=False)``)."""
+        return self.append(records, assign_offsets=False)
+
+    def _analyze(self, view: memoryview, assign_offsets: bool) -> tuple[list[RecordBatch], int]:
+        """Frame and CRC-check every batch, sizes against ``max.message.bytes`` (Kafka's
+        ``analyzeAndValidateRecords``); return the batches and the bytes they cover."""
+        max_size = self.config.max_message_bytes
+        path = str(self.directory)
+        batches: list[RecordBatch] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            framed = frame_entry(view, pos, end - pos, file=path, position=pos)
+            if framed is None:
+                if assign_offsets:
+                    raise TruncatedRecordError(f"the append ends inside a batch ({end - pos} bytes)", file=path, position=pos)
+                break  # a follower's fetch response may end inside a batch
+            size, magic = framed
+            if size > max_size:
+                raise RecordTooLargeError(
+                    f"the record batch size in the append is {size} bytes which exceeds the maximum configured "
+                    f"value of {max_size} (max.message.bytes)",
+                    file=path,
+                    position=pos,
+                )
+            batch = batch_class(magic)(view, pos, position=pos, file=path)
+            batch.ensure_valid()
+            batches.append(batch)
+            pos += size
+        return batches, pos
+
+    def _append_locked(
+        self,
+        view: memoryview,
+        batches: list[RecordBatch],
+        valid: int,
+        assign_offsets: bool,
+        leader_epoch: int | None,
+        origin: AppendOrigin,
+    ) -> LogAppendInfo:
+        now = self._clock()
+        config = self.config
+        source = Compression.NONE
+        for batch in batches:
+            if batch.compression is not Compression.NONE:
+                source = batch.compression
+        if assign_offsets:
+            first_offset = self._end.offset
+            buf = bytearray(view[:valid])
+            # Re-frame over the private copy: offsets are rewritten in place there.
+            batches = [batch_class(b.magic)(buf, b.position, position=b.position, file=b.file) for b in batches]
+            result = validate_and_assign_offsets(
+                buf,
+                batches,
+                first_offset=first_offset,
+                config=config,
+                now_ms=now,
+                leader_epoch=leader_epoch,
+                from_client=origin is AppendOrigin.CLIENT,
+            )
+            data = result.records
+            # Frame again: headers were rewritten (or the batch rebuilt) after the first framing.
+            batches = list(MemoryRecords(data).batches())
+            last_offset = result.next_offset - 1
+            max_ts, max_ts_offset, append_time = result.max_timestamp, result.offset_of_max_timestamp, result.log_append_time
+        else:
+            data = view[:valid]
+            first_offset, last_offset = self._check_continues(batches)
+            max_ts, max_ts_offset, append_time = NO_TIMESTAMP, -1, -1
+            for batch in batches:
+                if batch.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+        size = len(data)
+        if size > config.segment_bytes:
+            raise RecordTooLargeError(
+                f"message batch size is {size} bytes in append to partition {self.topic}-{self.partition}, which "
+                f"exceeds the maximum configured segment size of {config.segment_bytes}",
+                file=str(self.directory),
+            )
+        # Producer state first: a refused batch must leave nothing behind.
+        try:
+            analysis = self.producer_state.analyze_batches(batches, origin=origin)
+        except DuplicateSequenceError as e:
+            # An idempotent producer's retry: Kafka answers with the original's offsets.
+            return LogAppendInfo(
+                e.first_offset,
+                e.last_offset,
+                NO_TIMESTAMP,
+                -1,
+                getattr(e, "timestamp", -1),
+                self._log_start_offset,
+                0,
+                0,
+                source,
+                duplicate=True,
+            )
+        count = sum(b.last_offset - b.base_offset + 1 if b.magic >= MAGIC_V2 else 1 for b in batches)
+        segment = self._maybe_roll(size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now)
+        self._assign_epochs(batches)
+        position = segment.size
+        try:
+            segment.append(
+                MemoryRecords(data),
+                largest_offset=last_offset,
+                largest_timestamp=max_ts,
+                offset_of_max_timestamp=max_ts_offset,
+            )
+        except OSError:
+            self._undo_append(segment, position)
+            raise
+        for info in analysis.append_infos:
+            self.producer_state.update(info)
+        for completed in analysis.completed_txns:
+            lso = self.producer_state.last_stable_offset(completed)
+            if completed.is_aborted:
+                segment.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+            self.producer_state.complete_txn(completed)
+        self.producer_state.update_map_end_offset(last_offset + 1)
+        # Publish the new end last: readers read up to it.
+        self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+        self._maybe_flush(now)
+        return LogAppendInfo(
+            first_offset,
+            last_offset,
+            max_ts,
+            max_ts_offset,
+            append_time,
+            self._log_start_offset,
+            size,
+            count,
+            source,
+        )
+
+    def _undo_append(self, segment: LogSegment, position: int) -> None:
+        """Cut a failed write back off (disk full): the log stays as it was."""
+        try:
+            if segment.log.size_in_bytes > position:
+                segment.log.truncate_to(position)
+            segment.offset_index.truncate_to(self._end.offset)
+            segment.time_index.truncate_to(self._end.offset)
+        except OSError:
+            _log.exception("could not undo a failed append to %s", segment.log.path)
+
+    def _check_continues(self, batches: list[RecordBatch]) -> tuple[int, int]:
+        """Kafka's follower checks: increasing offsets that start at or after the log end."""
+        end = self._end.offset
+        first = batches[0]
+        first_or_last = first.base_offset if first.magic >= MAGIC_V2 else first.last_offset
+        previous = -1
+        for batch in batches:
+            if batch.last_offset <= previous:
+                raise InvalidOffsetError(
+                    f"out of order offsets found in append to {self.topic}-{self.partition}: "
+                    f"{[b.last_offset for b in batches[:10]]}",
+                    file=batch.file,
+                    position=batch.position,
+                )
+            previous = batch.last_offset
+        if first_or_last < end:
+            raise UnexpectedAppendOffsetError(
+                f"unexpected offset in append to {self.topic}-{self.partition}: first offset or last offset of the "
+                f"first batch {first_or_last} is less than the next offset {end}; last offset in append "
+                f"{previous}; log start offset {self._log_start_offset}",
+                file=str(self.directory),
+            )
+        return (first.base_offset if first.magic >= MAGIC_V2 else first_or_last), previous
+
+    def _assign_epochs(self, batches: list[RecordBatch]) -> None:
+        """Record the epochs stamped on v2 batches; legacy batches clear the history (Kafka)."""
+        cache = self.leader_epoch_cache
+        for batch in batches:
+            if batch.magic >= MAGIC_V2:
+                epoch = batch.partition_leader_epoch
+                if epoch >= 0:
+                    latest = cache.latest_entry
+                    if latest is None or epoch != latest.epoch or batch.base_offset < latest.start_offset:
+                        cache.assign(epoch, batch.base_offset)
+            elif cache.non_empty:
+                _log.warning("clearing the leader epoch cache: appending a v%d message", batch.magic)
+                cache.clear_and_flush()
+
+    def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int, now: int) -> LogSegment:
+        """Kafka's ``maybeRoll``."""
+        segment = self._segments.last
+        assert segment is not None
+        if segment.should_roll(
+            messages_size=size, max_timestamp_in_messages=max_ts, max_offset_in_messages=last_offset, now_ms=now
+        ):
+            # Kafka: with no first offset (legacy follower appends), last - int32 max is a safe
+            # lower bound of the first offset.
+            roll_offset = first_offset if first_offset >= 0 else last_offset - _INT32_MAX
+            return self._roll(roll_offset)
+        return segment
+
+    def _maybe_flush(self, now: int) -> None:
+        """The flush policy: ``flush.messages`` unflushed records or ``flush.ms`` since the last flush."""
+        config = self.config
+        if self._end.offset - self._recovery_point >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms:
+            self.flush()
+
+    # -- rolling -----------------------------------------------------------------------------
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset and return it."""
+        with self._lock:
+            self._check_open()
+            return self._roll(None)
+
+    def _roll(self, expected_next_offset: int | None) -> LogSegment:
+        """Kafka's ``UnifiedLog.roll`` and ``LocalLog.roll``."""
+        end = self._end.offset
+        new_offset = max(expected_next_offset or 0, end)
+        active = self._segments.last
+        assert active is not None
+        if new_offset in self._segments:
+            if active.base_offset == new_offset and active.size == 0:
+                # KAFKA-6388: an empty active segment whose index is "full"; replace it.
+                _log.warning("rolling over the empty active segment at %d", new_offset)
+                new_segment = self._create_and_delete_segment(new_offset, active)
+            else:
+                raise KafkalogError(
+                    f"trying to roll a new log segment at {new_offset} while one already exists", file=str(self.directory)
+                )
+        elif new_offset < active.base_offset:
+            raise KafkalogError(
+                f"trying to roll a new log segment at {new_offset}, below the active segment's {active.base_offset}",
+                file=str(self.directory),
+            )
+        else:
+            self._delete_leftover_files(new_offset)
+            active.on_become_inactive()
+            new_segment = LogSegment.open(
+                self.directory, new_offset, self.config, roll_jitter_ms=self._jitter(), clock=self._clock
+            )
+            self._segments.add(new_segment)
+        self._end = LogOffsetMetadata(end, new_segment.base_offset, new_segment.size)
+        # A snapshot at the new segment's base offset, so recovery can start there (Kafka).
+        self.producer_state.update_map_end_offset(new_segment.base_offset)
+        snapshot = self.producer_state.take_snapshot(sync=False)
+        base = new_segment.base_offset
+        self._scheduler.schedule(0, lambda: self._flush_after_roll(snapshot, base))
+        return new_segment
+
+    def _delete_leftover_files(self, base_offset: int) -> None:
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            path = self.directory / f"{base_offset:020d}{suffix}"
+            if path.exists():
+                _log.warning("newly rolled segment file %s already exists; deleting it first", path)
+                path.unlink()
+
+    def _flush_after_roll(self, snapshot: Path | None, base_offset: int) -> None:
+        if self._closed:
+            return
+        if snapshot is not None:
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(snapshot, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        self.flush(base_offset, _including=False)
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None, *, _including: bool = False) -> None:
+        """fsync everything below ``up_to`` (default: the log end offset) and the directory, and
+        move the recovery point there.
+
+        Raises:
+            OSError: an fsync failed; the recovery point does not move.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            offset = self._end.offset if up_to is None else min(up_to, self._end.offset)
+            flush_offset = offset + 1 if _including else offset
+            if flush_offset <= self._recovery_point:
+                return
+            for segment in self._segments.values(self._recovery_point, flush_offset):
+                segment.flush()
+            _fsync_dir(self.directory)
+            self._recovery_point = offset
+            self._last_flush_ms = self._clock()
+            # Checkpoint the recovery point once it reaches a new segment: that bounds recovery
+            # after a crash to the segments since, at the cost of one small write per segment.
+            floor = self._segments.floor(offset)
+            if floor is not None and floor.base_offset != self._checkpointed_recovery_segment:
+                self._checkpointed_recovery_segment = floor.base_offset
+                self._logdir.write_offset(self._logdir.recovery_points, self._tp, self._recovery_point)
+
+    def _checkpoint_offsets(self) -> None:
+        self._logdir.write_offset(self._logdir.recovery_points, self._tp, self._recovery_point)
+        self._logdir.write_offset(self._logdir.log_starts, self._tp, self._log_start_offset)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FileRecords:
+        """Up to ``max_bytes`` of whole batches from the batch holding ``offset`` (Kafka's
+        ``LocalLog.read``): a zero-copy :class:`~kafkalog.file_records.FileRecords` slice, empty
+        at the end of the log.
+
+        Args:
+            offset: the first offset wanted.
+            max_bytes: the size limit (``min_one_message`` lets the first batch exceed it).
+            max_offset: read nothing at or after this offset (e.g. the high watermark).
+            min_one_message: return the first batch whole even when it is above ``max_bytes``.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is below the log start or above the log end.
+        """
+        self._check_open()
+        end = self._end
+        segments = self._segments
+        if offset < self._log_start_offset or offset > end.offset:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {offset} of {self.topic}-{self.partition}, but the log holds "
+                f"[{self._log_start_offset}, {end.offset})",
+                file=str(self.directory),
+            )
+        limit = end if max_offset is None or max_offset >= end.offset else self._offset_metadata(max_offset, segments)
+        if offset >= limit.offset:
+            return self._empty_read(segments)
+        segment = segments.floor(offset)
+        while segment is not None:
+            if segment.base_offset < limit.segment_base_offset:
+                max_position = segment.size
+            elif segment.base_offset == limit.segment_base_offset:
+                max_position = limit.position
+            else:
+                break
+            records = segment.read(offset, max_bytes, max_position, min_one_message)
+            if records is not None:
+                return records
+            segment = segments.higher(segment.base_offset)
+        return self._empty_read(segments)
+
+    def _empty_read(self, segments: LogSegments) -> FileRecords:
+        active = segments.last
+        assert active is not None
+        return active.log.slice(0, 0)
+
+    def _offset_metadata(self, offset: int, segments: LogSegments) -> LogOffsetMetadata:
+        """Where ``offset`` is: the position of the batch holding it."""
+        segment = segments.floor(offset)
+        if segment is None:
+            return LogOffsetMetadata(offset, offset, 0)
+        found = segment.translate_offset(offset)
+        if found is None:
+            higher = segments.higher(segment.base_offset)
+            if higher is not None:
+                return LogOffsetMetadata(offset, higher.base_offset, 0)
+            return LogOffsetMetadata(offset, segment.base_offset, segment.size)
+        return LogOffsetMetadata(offset, segment.base_offset, found.position)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ListOffsets answer for ``timestamp``: the first record at or after it, or one
+        of the special values :data:`EARLIEST_TIMESTAMP`, :data:`LATEST_TIMESTAMP`,
+        :data:`MAX_TIMESTAMP`, :data:`EARLIEST_LOCAL_TIMESTAMP`, :data:`LATEST_TIERED_TIMESTAMP`.
+        None when no record qualifies.
+
+        Raises:
+            ValueError: a negative timestamp that is none of the special values.
+        """
+        self._check_open()
+        cache = self.leader_epoch_cache
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self._log_start_offset
+            earliest = cache.earliest_entry
+            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= start else None
+            return TimestampAndOffset(NO_TIMESTAMP, start, epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self._end.offset, cache.latest_epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # no tiered storage
+        segments = self._segments.values()
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset(segments)
+        if timestamp < 0:
+            raise ValueError(f"invalid ListOffsets timestamp {timestamp}")
+        for segment in segments:
+            # Kafka: the first segment whose largest timestamp (or mtime without one) reaches it.
+            if segment.largest_timestamp >= timestamp:
+                return segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+        return None
+
+    def _max_timestamp_offset(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
+        """Kafka 3.8's MAX_TIMESTAMP: the first record holding the largest timestamp."""
+        best = max(segments, key=lambda s: s.max_timestamp_so_far)
+        ts = best.max_timestamp_so_far
+        if ts < 0:
+            return None
+        position = best.offset_index.lookup(best.offset_of_max_timestamp_so_far).position
+        for batch in best.log.slice(position).batches():
+            if batch.max_timestamp == ts and batch.magic > 0:
+                for record in batch.records():
+                    if record.timestamp == ts:
+                        epoch = batch.partition_leader_epoch
+                        return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
+                return None
+        return None
+
+    # -- truncation --------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at or after ``offset`` (a follower's truncation): segments,
+        indexes, leader epochs and producer state. Return whether anything was removed.
+
+        Raises:
+            ValueError: a negative offset.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate partition {self.topic}-{self.partition} to a negative offset ({offset})")
+        with self._lock:
+            self._check_open()
+            if offset >= self._end.offset:
+                # Kafka: the epoch cache may hold an entry past the end all the same.
+                self.leader_epoch_cache.truncate_from_end(self._end.offset)
+                return False
+            if self._segments.first.base_offset > offset:  # type: ignore[union-attr]
+                self._truncate_fully(offset, offset)
+                return True
+            doomed = [s for s in self._segments.values() if s.base_offset > offset]
+            self._remove_and_delete_segments(doomed)
+            active = self._segments.last
+            assert active is not None
+            active.truncate_to(offset)
+            active.resize_indexes(self.config.segment_index_bytes)
+            self._set_end(offset)
+            for segment in doomed:
+                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
+                if path is not None:
+                    self._schedule_unlink([path])
+            self.leader_epoch_cache.truncate_from_end(offset)
+            self._log_start_offset = min(offset, self._log_start_offset)
+            self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
+            rebuild_producer_state(self.producer_state, self._segments, self._log_start_offset, offset, self._clock())
+            if self._high_watermark is not None and self._high_watermark > offset:
+                self._high_watermark = offset
+            self._checkpoint_offsets()
+            return True
+
+    def _set_end(self, offset: int) -> None:
+        active = self._segments.last
+        assert active is not None
+        self._end = LogOffsetMetadata(offset, active.base_offset, active.size)
+        if self._recovery_point > offset:
+            self._recovery_point = offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (the new log start offset)."""
+        if offset < 0:
+            raise ValueError(f"cannot start partition {self.topic}-{self.partition} at a negative offset ({offset})")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(offset, offset)
+
+    def _truncate_fully(self, offset: int, log_start: int) -> None:
+        segments = self._segments.values()
+        self._remove_and_delete_segments(segments[:-1])
+        self._create_and_delete_segment(offset, segments[-1])
+        self._end = LogOffsetMetadata(offset, offset, 0)
+        self._recovery_point = offset
+        self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully_and_start_at(offset)
+        self._log_start_offset = log_start
+        rebuild_producer_state(self.producer_state, self._segments, log_start, offset, self._clock())
+        self._high_watermark = None if self._high_watermark is None else offset
+        self._checkpoint_offsets()
+
+    def _create_and_delete_segment(self, offset: int, old: LogSegment) -> LogSegment:
+        """Kafka's ``createAndDeleteSegment``: the new segment exists before the old one goes."""
+        if offset == old.base_offset:
+            old.change_file_suffixes("", DELETED_SUFFIX)
+        new = LogSegment.open(self.directory, offset, self.config, roll_jitter_ms=self._jitter(), clock=self._clock)
+        self._segments.add(new)
+        if offset != old.base_offset:
+            self._segments.remove(old.base_offset)
+        self._delete_segment_files([old])
+        return new
+
+    def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
+        for segment in doomed:
+            self._segments.remove(segment.base_offset)
+        self._delete_segment_files(doomed)
+
+    def _delete_segment_files(self, doomed: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` now, delete after ``file.delete.delay.ms`` (Kafka's
+        ``deleteSegmentFiles``)."""
+        for segment in doomed:
+            if not segment.log.path.endswith(DELETED_SUFFIX):
+                segment.change_file_suffixes("", DELETED_SUFFIX)
+        if doomed:
+            _fsync_dir(self.directory)
+
+        def delete() -> None:
+            for segment in doomed:
+                segment.delete_if_exists()
+
+        self._schedule_delete(delete)
+
+    def _schedule_unlink(self, paths: list[Path]) -> None:
+        def delete() -> None:
+            for path in paths:
+                path.unlink(missing_ok=True)
+
+        self._schedule_delete(delete)
+
+    def _schedule_delete(self, task: Callable[[], None]) -> None:
+        delay = self.config.file_delete_delay_ms
+        if delay == 0:
+            task()
+        else:
+            self._scheduler.schedule(delay / 1000.0, task)
+
+    # -- log start offset and retention ------------------------------------------------------
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset to ``before_offset`` (Kafka's DeleteRecords); the
+        segments below it go at the next :meth:`delete_old_segments`. Returns the new start.
+
+        Raises:
+            OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
+        """
+        with self._lock:
+            self._check_open()
+            if before_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot increment the log start offset to {before_offset} of partition "
+                    f"{self.topic}-{self.partition} since it is larger than the high watermark {self.high_watermark}",
+                    file=str(self.directory),
+                )
+            self._increment_log_start_offset(before_offset)
+            return self._log_start_offset
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        if self._recovery_point < offset:
+            self._recovery_point = offset
+        if self._high_watermark is not None and self._high_watermark < offset:
+            self._high_watermark = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+        self._logdir.write_offset(self._logdir.log_starts, self._tp, offset)
+
+    def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
+        """What :meth:`delete_old_segments` would delete now, and why (a dry run)."""
+        now = self._clock() if now_ms is None else now_ms
+        return plan_retention(
+            self._segments.values(),
+            self.config,
+            now,
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._end.offset,
+            high_watermark=self.high_watermark,
+        )
+
+    def delete_old_segments(self, *, now_ms: int | None = None, dry_run: bool = False) -> RetentionPlan:
+        """Apply retention (Kafka's ``deleteOldSegments``): segments below the log start offset,
+        then beyond ``retention.bytes``, then older than ``retention.ms``. The log start offset
+        advances to the first remaining segment before the files go (renamed ``.deleted``,
+        removed after ``file.delete.delay.ms``). Returns the plan applied (or, with
+        ``dry_run``, the plan that would be)."""
+        with self._lock:
+            self._check_open()
+            plan = self.plan_retention(now_ms)
+            if dry_run or not plan.deletions:
+                return plan
+            doomed = [self._segments.get(d.base_offset) for d in plan.deletions]
+            if plan.needs_roll:
+                new = self._roll(None)
+                if doomed[-1] is new:
+                    doomed = doomed[:-1]
+            doomed = [s for s in doomed if s is not None]
+            for d in plan.deletions:
+                _log.info("deleting segment %d of %s-%s: %s (%s)", d.base_offset, self.topic, self.partition, d.reason, d.detail)
+            self._remove_and_delete_segments(doomed)  # type: ignore[arg-type]
+            snapshots = []
+            for segment in doomed:
+                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
+                if path is not None:
+                    snapshots.append(path)
+            if snapshots:
+                self._schedule_unlink(snapshots)
+            self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
+            return plan
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, write a producer snapshot and the checkpoints, trim and close every file, and
+        (when every log of the directory is closed) write the clean-shutdown marker."""
+        with self._lock:
+            if self._closed:
+                return
+        # Pending background work (the flush after a roll takes the log's lock) runs first,
+        # outside the lock; anything scheduled from now on runs at once.
+        self._scheduler.shutdown()
+        with self._lock:
+            if self._closed:
+                return
+            clean = False
+            try:
+                self.flush()
+                self.producer_state.update_map_end_offset(self._end.offset)
+                self.producer_state.take_snapshot()
+                self._checkpoint_offsets()
+                clean = True
+            finally:
+                self._closed = True
+                active = self._segments.last
+                if active is not None and not active.log.closed:
+                    with contextlib.suppress(OSError):
+                        active.on_become_inactive()
+                self._segments.close()
+                self._logdir.release(self._tp, self.directory.name, clean)
+
+    def delete(self) -> None:
+        """Close the log and delete its directory and checkpoint entries."""
+        self._scheduler.shutdown()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._segments.close()
+                self._logdir.release(self._tp, self.directory.name, clean=False)
+            self._logdir.write_offset(self._logdir.recovery_points, self._tp, None)
+            self._logdir.write_offset(self._logdir.log_starts, self._tp, None)
+            shutil.rmtree(self.directory, ignore_errors=True)
+            _fsync_dir(self.directory.parent)
