@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import threading
 from array import array
 from pathlib import Path
 from typing import NamedTuple
@@ -55,6 +56,9 @@ NO_TIMESTAMP = -1
 
 def _plain_search_forced() -> bool:
     return os.environ.get("KAFKALOG_INDEX_SEARCH", "").strip().lower() == "plain"
+
+
+_OPEN_LOCK = threading.RLock()
 
 
 class OffsetPosition(NamedTuple):
@@ -118,6 +122,10 @@ class _Index:
         return self._path
 
     def _open(self) -> None:
+        with _OPEN_LOCK:  # two readers may be first to touch a lazily opened index
+            self._open_locked()
+
+    def _open_locked(self) -> None:
         if self._closed:
             raise LogClosedError("index is closed", file=str(self._path))
         if self._opened:
@@ -136,20 +144,25 @@ class _Index:
             os.close(fd)
             raise
         self._fd = fd
-        self._opened = True
         self._plain = _plain_search_forced()
         self._map()
         # Kafka counts an existing index's entries from its length: a file left preallocated by
         # a crash reads as full of zero entries until recovery resets it.
         self._truncate_to_entries(0 if newly_created else self._length // size)
+        self._opened = True  # last: readers that see it opened find it complete
 
     def _map(self) -> None:
-        self._mm = None
-        self._keys = None
-        n = self._capacity = self._length // self.entry_size
+        # The new map replaces the old one in a single assignment, so a concurrent reader sees
+        # one or the other, never None (readers stay below the entry count, which a resize never
+        # cuts, so the old map's pages they touch remain inside the file).
+        n = self._length // self.entry_size
+        mm = None
         if n:
             mode = "r+" if self._writable else "r"
-            self._mm = np.memmap(self._path, dtype=self.DTYPE, mode=mode, shape=(n,))
+            mm = np.memmap(self._path, dtype=self.DTYPE, mode=mode, shape=(n,))
+        self._mm = mm
+        self._keys = None
+        self._capacity = n
 
     def _unmap(self) -> None:
         if self._mm is not None and self._writable:
@@ -202,7 +215,8 @@ class _Index:
         rounded = max(new_size // self.entry_size, self._entries) * self.entry_size
         if rounded == self._length:
             return False
-        self._unmap()
+        if self._mm is not None and self._writable:
+            self._mm.flush()
         os.ftruncate(self._fd, rounded)  # type: ignore[arg-type]
         self._length = rounded
         self._map()

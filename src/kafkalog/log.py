@@ -691,7 +691,9 @@ class Log:
             # Frame again: headers were rewritten (or the batch rebuilt) after the first framing.
             batches = list(MemoryRecords(data).batches())
             last_offset = result.next_offset - 1
-            max_ts, max_ts_offset, append_time = result.max_timestamp, result.offset_of_max_timestamp, result.log_append_time
+            max_ts, max_ts_offset = result.max_timestamp, result.offset_of_max_timestamp
+            # Kafka reports the append time under LogAppendTime whatever the magic (v0 stores none).
+            append_time = now if config.log_append_time else -1
         else:
             data = view[:valid]
             first_offset, last_offset = self._check_continues(batches)
@@ -1040,6 +1042,9 @@ class Log:
     def truncate_to(self, offset: int) -> bool:
         """Remove every record at or after ``offset`` (a follower's truncation): segments,
         indexes, leader epochs and producer state. Return whether anything was removed.
+
+        As in Kafka, the batch holding ``offset`` goes whole and the log end offset becomes
+        ``offset`` (followers truncate at batch boundaries, where the two agree).
 
         Raises:
             ValueError: a negative offset.
