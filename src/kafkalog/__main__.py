@@ -4,6 +4,7 @@ existing ``.log`` files.
     python -m kafkalog                     # write a sample segment to a temp dir and summarise it
     python -m kafkalog --out DIR           # ... keeping it in DIR
     python -m kafkalog FILE.log [...]      # summarise segments Kafka (or kafkalog) wrote
+    python -m kafkalog dump --files F,...  # Kafka's kafka-dump-log.sh (kafkalog.cli)
 
 A thin surface over the public API; the full inspector CLI grows here.
 """
@@ -16,7 +17,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from . import Compression, ControlRecordType, FileRecords, KafkalogError, RecordBatchBuilder, TimestampType
+from . import Compression, ControlRecordType, FileRecords, KafkalogError, RecordBatchBuilder, TimestampType, cli
 
 _SEGMENT_NAME = "00000000000000000000.log"
 
@@ -93,6 +94,9 @@ def summarise(path: str, out=sys.stdout) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in cli.SUBCOMMANDS:  # `kafkalog dump ...`: see kafkalog.cli
+        return cli.main(argv)
     parser = argparse.ArgumentParser(prog="kafkalog", description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help=".log segment files to summarise (default: build a sample)")
     parser.add_argument("--out", help="directory to write the sample segment to (default: a temp dir)")

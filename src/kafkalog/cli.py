@@ -1,0 +1,2173 @@
+"""``kafkalog dump``: Kafka's ``kafka-dump-log.sh`` (``kafka.tools.DumpLogSegments``), over the
+public API.
+
+    kafkalog dump --files 00000000000000000000.log --deep-iteration --print-data-log
+    kafkalog dump --files 00000000000000000000.index,00000000000000000000.timeindex --verify-index-only
+    python -m kafkalog dump --files 00000000000000000000.log --offsets-decoder --json
+
+The text output is Kafka 3.8's, line for line and quirks included (docs/cli.md lists the few
+places where it cannot be, and the lines kafkalog adds where Kafka's tool would have stopped
+with a stack trace); ``--json`` writes JSON Lines with documented field names instead. Files are
+streamed: shallow iteration reads batch headers, deep iteration decodes one batch at a time, and
+long reports go to a temporary file, so memory does not grow with the file.
+
+Exit status: 0 when every file was dumped, 1 when one could not be dumped completely (missing,
+unreadable, foreign, or corrupt where Kafka's tool stops), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import re
+import stat
+import struct
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, NamedTuple
+
+from . import crc as _crc
+from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+)
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .index import OffsetIndex, TimeIndex
+from .producer_state import ProducerStateEntry, decode_snapshot
+from .record import ControlRecordType, Record, RecordBatch
+
+__all__ = ["main", "SUBCOMMANDS"]
+
+#: The subcommands ``python -m kafkalog`` hands over to this module.
+SUBCOMMANDS = ("dump",)
+
+_INT32_MAX = 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
+_CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")  # CompressionType.name by id
+_OFFSET_CHECKPOINTS = frozenset(
+    {
+        RECOVERY_POINT_OFFSET_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+        REPLICATION_OFFSET_CHECKPOINT,
+        CLEANER_OFFSET_CHECKPOINT,
+    }
+)
+_BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
+_LOG_OVERHEAD = 12
+_HEADER_UP_TO_MAGIC = 17
+_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
+_V2_OVERHEAD = 61
+_CHUNK = 1 << 20
+
+
+# ------------------------------------------------------------------------------------------------
+# How the JVM spells things
+
+
+def _jbool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _optional_long(value: int | None) -> str:
+    """``java.util.OptionalLong.toString``."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _java_path(arg: str) -> str:
+    """``new File(arg).toString()`` on Unix: repeated slashes collapsed, a trailing one dropped."""
+    path = re.sub("/+", "/", arg)
+    return path[:-1] if len(path) > 1 and path.endswith("/") else path
+
+
+def _absolute(path: str) -> str:
+    """``File.getAbsolutePath``: resolved against the working directory, not normalised."""
+    if path.startswith("/"):
+        return path
+    cwd = os.getcwd()
+    return cwd if not path else f"{cwd.rstrip('/')}/{path}"
+
+
+def _parse_long(text: str) -> int | None:
+    """``Long.parseLong`` of ``text``, or None where Java throws NumberFormatException."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text, re.ASCII):
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _java_hash(text: str) -> int:
+    """``String.hashCode`` (over UTF-16 code units)."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return _int32(h)
+
+
+def _improve_hash(h: int) -> int:
+    """Scala 2.13's ``improveHash``: the high 16 bits folded into the low ones."""
+    return _int32(h ^ ((h & 0xFFFFFFFF) >> 16))
+
+
+def _table_size_for(capacity: int) -> int:
+    """Scala 2.13 ``mutable.HashMap``/``HashSet.tableSizeFor``."""
+    return min((1 << (max(capacity - 1, 4).bit_length() - 1)) * 2, 1 << 30)
+
+
+def _scala_order(keys: dict[object, int], table_length: int, hashes: Callable[[object], int]) -> list:
+    """Iteration order of a Scala 2.13 mutable hash map/set: by bucket, and within a bucket by
+    ascending (improved, signed) hash; ``keys`` maps each key to its insertion number."""
+    mask = table_length - 1
+
+    def rank(key: object) -> tuple[int, int, int]:
+        h = _improve_hash(hashes(key))
+        return h & mask, h, keys[key]
+
+    return sorted(keys, key=rank)
+
+
+class _ScalaHashMap:
+    """The keys of a Scala 2.13 ``mutable.HashMap[String, _]`` (DumpLogSegments keeps its reports
+    in such maps, so their order on stderr is the hash order of the file paths)."""
+
+    def __init__(self) -> None:
+        self._length = 16  # defaultInitialCapacity
+        self._keys: dict[object, int] = {}
+
+    def put(self, key: str) -> None:
+        # put0 grows the table before looking for the key, so every put counts.
+        if len(self._keys) + 1 >= int(self._length * 0.75):
+            self._length *= 2
+        self._keys.setdefault(key, len(self._keys))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
+
+    def keys(self) -> list:
+        return _scala_order(self._keys, self._length, _java_hash)  # type: ignore[arg-type]
+
+
+def _topic_partition_hash(tp: object) -> int:
+    topic, partition = tp  # type: ignore[misc]
+    return _int32(31 * _int32(31 + partition) + _java_hash(topic))
+
+
+def _scala_topic_partition_set(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """The order ``mutable.Set[TopicPartition] ++= group.toSet`` (once per group) iterates in
+    (``TransactionMetadata.addPartitions`` as the transaction-log formatter uses it)."""
+    length, keys = 16, {}
+    for group in groups:
+        distinct = list(dict.fromkeys(group))
+        # addAll: sizeHint(knownSize), then one add per element for Set1..Set4 (with the growth
+        # check) or addElem per element, without it, for an immutable.HashSet.
+        length = max(length, _table_size_for(int((len(distinct) + 1) / 0.75)))
+        for tp in distinct:
+            if len(distinct) <= 4 and len(keys) + 1 >= int(length * 0.75):
+                length *= 2
+            keys.setdefault(tp, len(keys))
+    return _scala_order(keys, length, _topic_partition_hash)
+
+
+_JACKSON_ESCAPES = {i: f"\\u{i:04X}" for i in range(32)}
+_JACKSON_ESCAPES.update({8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"})
+
+
+def _jackson(value: object) -> str:
+    """``JsonNode.toString()``: compact JSON with Jackson's escapes (uppercase ``\\u00XX``)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.translate(_JACKSON_ESCAPES) + '"'
+    if isinstance(value, (bytes, bytearray)):
+        return '"' + base64.b64encode(value).decode("ascii") + '"'
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_jackson(k)}:{_jackson(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_jackson(v) for v in value) + "]"
+    return json.dumps(value)  # a float from a --key/value-decoder json value
+
+
+# ------------------------------------------------------------------------------------------------
+# Kafka's generated message classes, as data: the coordinator records of __consumer_offsets and
+# __transaction_state, the consumer protocol and the KRaft control records. Read as Kafka's
+# generated ``read(Readable, version)`` does, written as its ``JsonConverter.write`` does.
+
+_ALL = (0, 32767)
+
+
+class _F(NamedTuple):
+    """A message field: JSON (camelCase) name, type, versions present, nullable versions, and
+    for tagged fields the tag and the default (a tagged field is written only when it differs)."""
+
+    name: str
+    type: object  # "int8" ... "uuid", or a _Array / _Struct
+    versions: tuple[int, int] = _ALL
+    nullable: tuple[int, int] | None = None
+    tag: int | None = None
+    default: object = None
+
+
+class _Array(NamedTuple):
+    element: object
+
+
+class _Struct(NamedTuple):
+    fields: tuple[_F, ...]
+
+
+class _Message(NamedTuple):
+    name: str
+    versions: tuple[int, int]
+    flexible_from: int | None  # first flexible version, None for "none"
+    fields: tuple[_F, ...]
+
+
+def _v(spec: str) -> tuple[int, int]:
+    """A Kafka version range: "3", "0-4" or "2+"."""
+    if spec.endswith("+"):
+        return int(spec[:-1]), 32767
+    lo, _, hi = spec.partition("-")
+    return int(lo), int(hi or lo)
+
+
+_TOPIC_PARTITIONS = _Struct((_F("topic", "string"), _F("partitions", _Array("int32"))))
+_TOPIC_ID_PARTITIONS = _Struct((_F("topicId", "uuid"), _F("partitions", _Array("int32"))))
+
+_OFFSET_COMMIT_KEY = _Message(
+    "OffsetCommitKey",
+    _v("0-1"),
+    None,
+    (_F("group", "string", _v("0-1")), _F("topic", "string", _v("0-1")), _F("partition", "int32", _v("0-1"))),
+)
+_OFFSET_COMMIT_VALUE = _Message(
+    "OffsetCommitValue",
+    _v("0-4"),
+    4,
+    (
+        _F("offset", "int64"),
+        _F("leaderEpoch", "int32", _v("3+")),
+        _F("metadata", "string"),
+        _F("commitTimestamp", "int64"),
+        _F("expireTimestamp", "int64", _v("1")),
+    ),
+)
+_GROUP_METADATA_KEY = _Message("GroupMetadataKey", _v("2"), None, (_F("group", "string", _v("2")),))
+_MEMBER_METADATA = _Struct(
+    (
+        _F("memberId", "string"),
+        _F("groupInstanceId", "string", _v("3+"), _v("3+")),
+        _F("clientId", "string"),
+        _F("clientHost", "string"),
+        _F("rebalanceTimeout", "int32", _v("1+")),
+        _F("sessionTimeout", "int32"),
+        _F("subscription", "bytes"),
+        _F("assignment", "bytes"),
+    )
+)
+_GROUP_METADATA_VALUE = _Message(
+    "GroupMetadataValue",
+    _v("0-4"),
+    4,
+    (
+        _F("protocolType", "string"),
+        _F("generation", "int32"),
+        _F("protocol", "string", _ALL, _ALL),
+        _F("leader", "string", _ALL, _ALL),
+        _F("currentStateTimestamp", "int64", _v("2+")),
+        _F("members", _Array(_MEMBER_METADATA)),
+    ),
+)
+_GROUP_ID = _F("groupId", "string")
+_MEMBER_ID = _F("memberId", "string")
+_CONSUMER_GROUP_KEYS = {
+    3: _Message("ConsumerGroupMetadataKey", _v("3"), None, (_GROUP_ID,)),
+    4: _Message("ConsumerGroupPartitionMetadataKey", _v("4"), None, (_GROUP_ID,)),
+    5: _Message("ConsumerGroupMemberMetadataKey", _v("5"), None, (_GROUP_ID, _MEMBER_ID)),
+    6: _Message("ConsumerGroupTargetAssignmentMetadataKey", _v("6"), None, (_GROUP_ID,)),
+    7: _Message("ConsumerGroupTargetAssignmentMemberKey", _v("7"), None, (_GROUP_ID, _MEMBER_ID)),
+    8: _Message("ConsumerGroupCurrentMemberAssignmentKey", _v("8"), None, (_GROUP_ID, _MEMBER_ID)),
+}
+_CONSUMER_GROUP_VALUES = {
+    3: _Message("ConsumerGroupMetadataValue", _v("0"), 0, (_F("epoch", "int32"),)),
+    4: _Message(
+        "ConsumerGroupPartitionMetadataValue",
+        _v("0"),
+        0,
+        (
+            _F(
+                "topics",
+                _Array(
+                    _Struct(
+                        (
+                            _F("topicId", "uuid"),
+                            _F("topicName", "string"),
+                            _F("numPartitions", "int32"),
+                            _F(
+                                "partitionMetadata",
+                                _Array(_Struct((_F("partition", "int32"), _F("racks", _Array("string"))))),
+                            ),
+                        )
+                    )
+                ),
+            ),
+        ),
+    ),
+    5: _Message(
+        "ConsumerGroupMemberMetadataValue",
+        _v("0"),
+        0,
+        (
+            _F("instanceId", "string", _ALL, _ALL),
+            _F("rackId", "string", _ALL, _ALL),
+            _F("clientId", "string"),
+            _F("clientHost", "string"),
+            _F("subscribedTopicNames", _Array("string")),
+            _F("subscribedTopicRegex", "string", _ALL, _ALL),
+            _F("rebalanceTimeoutMs", "int32"),
+            _F("serverAssignor", "string", _ALL, _ALL),
+            _F(
+                "classicMemberMetadata",
+                _Struct(
+                    (
+                        _F("sessionTimeoutMs", "int32"),
+                        _F("supportedProtocols", _Array(_Struct((_F("name", "string"), _F("metadata", "bytes"))))),
+                    )
+                ),
+                _ALL,
+                _ALL,
+                tag=0,
+            ),
+        ),
+    ),
+    6: _Message("ConsumerGroupTargetAssignmentMetadataValue", _v("0"), 0, (_F("assignmentEpoch", "int32"),)),
+    7: _Message(
+        "ConsumerGroupTargetAssignmentMemberValue", _v("0"), 0, (_F("topicPartitions", _Array(_TOPIC_ID_PARTITIONS)),)
+    ),
+    8: _Message(
+        "ConsumerGroupCurrentMemberAssignmentValue",
+        _v("0"),
+        0,
+        (
+            _F("memberEpoch", "int32"),
+            _F("previousMemberEpoch", "int32"),
+            _F("state", "int8"),
+            _F("assignedPartitions", _Array(_TOPIC_ID_PARTITIONS)),
+            _F("partitionsPendingRevocation", _Array(_TOPIC_ID_PARTITIONS)),
+        ),
+    ),
+}
+_CONSUMER_SUBSCRIPTION = _Message(
+    "ConsumerProtocolSubscription",
+    _v("0-3"),
+    None,
+    (
+        _F("topics", _Array("string")),
+        _F("userData", "bytes", _ALL, _ALL),
+        _F("ownedPartitions", _Array(_TOPIC_PARTITIONS), _v("1+")),
+        _F("generationId", "int32", _v("2+")),
+        _F("rackId", "string", _v("3+"), _v("3+")),
+    ),
+)
+_CONSUMER_ASSIGNMENT = _Message(
+    "ConsumerProtocolAssignment",
+    _v("0-3"),
+    None,
+    (_F("assignedPartitions", _Array(_TOPIC_PARTITIONS)), _F("userData", "bytes", _ALL, _ALL)),
+)
+_TXN_LOG_KEY = _Message("TransactionLogKey", _v("0"), None, (_F("transactionalId", "string", _v("0")),))
+_TXN_LOG_VALUE = _Message(
+    "TransactionLogValue",
+    _v("0-1"),
+    1,
+    (
+        _F("producerId", "int64"),
+        _F("producerEpoch", "int16"),
+        _F("transactionTimeoutMs", "int32"),
+        _F("transactionStatus", "int8"),
+        _F(
+            "transactionPartitions",
+            _Array(_Struct((_F("topic", "string"), _F("partitionIds", _Array("int32"))))),
+            _ALL,
+            _ALL,
+        ),
+        _F("transactionLastUpdateTimestampMs", "int64"),
+        _F("transactionStartTimestampMs", "int64"),
+    ),
+)
+# KRaft control records: (label DumpLogSegments prints, message).
+_KRAFT_CONTROL = {
+    ControlRecordType.SNAPSHOT_HEADER: (
+        "SnapshotHeader",
+        _Message(
+            "SnapshotHeaderRecord", _v("0"), 0, (_F("version", "int16"), _F("lastContainedLogTimestamp", "int64"))
+        ),
+    ),
+    ControlRecordType.SNAPSHOT_FOOTER: (
+        "SnapshotFooter",
+        _Message("SnapshotFooterRecord", _v("0"), 0, (_F("version", "int16"),)),
+    ),
+    ControlRecordType.KRAFT_VERSION: (
+        "KRaftVersion",
+        _Message("KRaftVersionRecord", _v("0"), 0, (_F("version", "int16"), _F("kRaftVersion", "int16"))),
+    ),
+    ControlRecordType.KRAFT_VOTERS: (
+        "KRaftVoters",
+        _Message(
+            "VotersRecord",
+            _v("0"),
+            0,
+            (
+                _F("version", "int16"),
+                _F(
+                    "voters",
+                    _Array(
+                        _Struct(
+                            (
+                                _F("voterId", "int32"),
+                                _F("voterDirectoryId", "uuid"),
+                                _F(
+                                    "endpoints",
+                                    _Array(_Struct((_F("name", "string"), _F("host", "string"), _F("port", "uint16")))),
+                                ),
+                                _F(
+                                    "kRaftVersionFeature",
+                                    _Struct((_F("minSupportedVersion", "int16"), _F("maxSupportedVersion", "int16"))),
+                                ),
+                            )
+                        )
+                    ),
+                ),
+            ),
+        ),
+    ),
+}
+
+
+class _ReadError(Exception):
+    """A message could not be read; the text is what Kafka's exception message would be."""
+
+
+_PRIMITIVES = {"int8": struct.Struct(">b"), "int16": struct.Struct(">h"), "int32": struct.Struct(">i")}
+_PRIMITIVES.update({"int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "bool": struct.Struct(">?")})
+
+
+class _Reader:
+    """``ByteBufferAccessor`` over bytes; running out of bytes is a BufferUnderflowException,
+    whose message is null."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self.data, self.pos = data, pos
+
+    @property
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+    def fixed(self, kind: str) -> object:
+        s = _PRIMITIVES[kind]
+        if self.remaining < s.size:
+            raise _ReadError("null")
+        (value,) = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
+        return value
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        for i in range(5):
+            if self.pos >= len(self.data):
+                raise _ReadError("null")
+            b = self.data[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return _int32(value)
+            shift += 7
+        raise _ReadError("Varint is too long, the most significant bit in the 5th byte is set")
+
+    def array(self, size: int) -> bytes:
+        if size > self.remaining:
+            raise _ReadError(f"Error reading byte array of {size} byte(s): only {self.remaining} byte(s) available")
+        out = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return out
+
+    def uuid(self) -> str:
+        if self.remaining < 16:  # two readLong calls
+            raise _ReadError("null")
+        return base64.urlsafe_b64encode(self.array(16)).decode("ascii").rstrip("=")  # Uuid.toString
+
+
+def _in(version: int, versions: tuple[int, int] | None) -> bool:
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
+def _read_message(message: _Message, r: _Reader, version: int) -> dict:
+    if not message.versions[0] <= version <= message.versions[1]:
+        raise _ReadError(f"Can't read version {version} of {message.name}")
+    flexible = message.flexible_from is not None and version >= message.flexible_from
+    return _read_struct(message.fields, r, version, flexible)
+
+
+def _read_struct(fields: tuple[_F, ...], r: _Reader, version: int, flexible: bool) -> dict:
+    out: dict = {}
+    for f in fields:
+        if _in(version, f.versions) and f.tag is None:
+            out[f.name] = _read_value(f, f.type, r, version, flexible, tagged=False)
+        else:
+            out[f.name] = f.default
+    if flexible:
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            known = next((f for f in fields if f.tag == tag and _in(version, f.versions)), None)
+            if known is None:
+                r.array(size)  # an unknown tagged field is kept aside, never printed
+            else:
+                out[known.name] = _read_value(known, known.type, r, version, True, tagged=True)
+    return out
+
+
+def _read_value(
+    f: _F, kind: object, r: _Reader, version: int, flexible: bool, *, tagged: bool, name: str = ""
+) -> object:
+    """One field's value, as the generated reader reads it (``name`` is how errors call it)."""
+    name = name or f.name
+    if isinstance(kind, str) and kind in _PRIMITIVES:
+        return r.fixed(kind)
+    if kind == "uuid":
+        return r.uuid()
+    if isinstance(kind, _Struct):
+        if _in(version, f.nullable):
+            # A nullable struct has a presence marker: a varint in a tagged field, else a byte.
+            absent = r.uvarint() <= 0 if tagged else r.fixed("int8") < 0  # type: ignore[operator]
+            if absent:
+                return None
+        return _read_struct(kind.fields, r, version, flexible)
+    if flexible:
+        length = r.uvarint() - 1
+    else:
+        length = r.fixed("int16") if kind == "string" else r.fixed("int32")
+    if length < 0:  # type: ignore[operator]
+        if _in(version, f.nullable):
+            return None
+        raise _ReadError(f"non-nullable field {name} was serialized as null")
+    if kind == "string":
+        if length > 0x7FFF:  # type: ignore[operator]
+            raise _ReadError(f"string field {name} had invalid length {length}")
+        return r.array(length).decode("utf-8", "replace")  # type: ignore[arg-type]
+    if kind == "bytes":
+        return r.array(length)  # type: ignore[arg-type]
+    assert isinstance(kind, _Array)
+    if length > r.remaining:  # type: ignore[operator]
+        raise _ReadError(
+            f"Tried to allocate a collection of size {length}, but there are only {r.remaining} bytes remaining."
+        )
+    element = kind.element
+    sub = _F(f"{name} element", element)
+    return [
+        _read_value(sub, element, r, version, flexible, tagged=False, name=f"{name} element")
+        for _ in range(length)  # type: ignore[arg-type]
+    ]
+
+
+def _to_json(fields: tuple[_F, ...], values: dict, version: int) -> dict:
+    """``<Message>JsonConverter.write(message, version)``, as a dict in Kafka's field order."""
+    out: dict = {}
+    for f in fields:
+        if not _in(version, f.versions):
+            continue
+        value = values.get(f.name)
+        if f.tag is not None and value == f.default:
+            continue  # tagged fields are written only when not at their default
+        out[f.name] = _json_value(f.type, value, version)
+    return out
+
+
+def _json_value(kind: object, value: object, version: int) -> object:
+    if value is None:
+        return None
+    if isinstance(kind, _Struct):
+        return _to_json(kind.fields, value, version)  # type: ignore[arg-type]
+    if isinstance(kind, _Array):
+        return [_json_value(kind.element, v, version) for v in value]  # type: ignore[attr-defined]
+    if kind == "bytes":
+        return base64.b64encode(value).decode("ascii")  # type: ignore[arg-type]  # BinaryNode
+    return value
+
+
+# ------------------------------------------------------------------------------------------------
+# Key and value parsers (DumpLogSegments' MessageParser implementations)
+
+
+class _Datum(NamedTuple):
+    """A decoded key or value: how Kafka's text output prints it, and its --json value."""
+
+    text: str
+    json: object
+
+
+class _Parsed(NamedTuple):
+    key: _Datum | None
+    value: _Datum | None
+    error: str | None = None  # a --json "decodeError"; the text shows it in place of the key
+    kafka_fails: bool = False  # Kafka's tool stops with an exception here
+
+
+def _failure(record: Record, message: str, *, kafka_fails: bool) -> _Parsed:
+    text = f"Error at offset {record.offset}, skipping. {message}"
+    return _Parsed(_Datum(text, None), None, text, kafka_fails)
+
+
+def _decode_string(data: bytes) -> _Datum:
+    text = data.decode("utf-8", "replace")  # new String(bytes, UTF_8)
+    return _Datum(text, text)
+
+
+def _decode_hex(data: bytes) -> _Datum:
+    text = data.hex()
+    return _Datum(text, text)
+
+
+def _decode_base64(data: bytes) -> _Datum:
+    text = base64.b64encode(data).decode("ascii")
+    return _Datum(text, text)
+
+
+def _decode_json(data: bytes) -> _Datum:
+    text = data.decode("utf-8", "replace")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return _Datum(text, text)  # not JSON: shown as the string decoder would
+    return _Datum(_jackson(value), value)
+
+
+def _fixed_decoder(fmt: str, label: str) -> Callable[[bytes], _Datum]:
+    s = struct.Struct(fmt)
+
+    def decode(data: bytes) -> _Datum:
+        if len(data) < s.size:  # ByteBuffer.getInt/getLong: BufferUnderflowException
+            raise _ReadError(f"{label} needs {s.size} bytes, the data has {len(data)}")
+        (value,) = s.unpack_from(data)
+        return _Datum(str(value), value)
+
+    return decode
+
+
+_SHORTHAND_DECODERS = {
+    "string": _decode_string,
+    "hex": _decode_hex,
+    "base64": _decode_base64,
+    "json": _decode_json,
+    "none": None,
+}
+# Kafka's built-in decoder classes; DefaultDecoder hands Kafka a byte[] that it prints as a JVM
+# object id ("[B@6d06d69c"), so kafkalog shows its bytes as hex instead.
+_DECODER_CLASSES = {
+    "StringDecoder": _decode_string,
+    "IntegerDecoder": _fixed_decoder(">i", "IntegerDecoder"),
+    "LongDecoder": _fixed_decoder(">q", "LongDecoder"),
+    "DefaultDecoder": _decode_hex,
+}
+_NEW_DECODER_PACKAGE = "org.apache.kafka.tools.api."
+_OLD_DECODER_PACKAGE = "kafka.serializer."
+
+
+def _decoder_for_class(name: str) -> Callable[[bytes], _Datum] | None:
+    for package in (_NEW_DECODER_PACKAGE, _OLD_DECODER_PACKAGE):
+        if name.startswith(package) and name[len(package) :] in _DECODER_CLASSES:
+            return _DECODER_CLASSES[name[len(package) :]]
+    raise ValueError(name)
+
+
+class _DecoderParser:
+    """``DecoderMessageParser``: each of key and value through its decoder when present."""
+
+    def __init__(self, key: Callable[[bytes], _Datum] | None, value: Callable[[bytes], _Datum] | None) -> None:
+        self._key, self._value = key, value
+
+    def parse(self, record: Record) -> _Parsed:
+        try:
+            key = None if record.key is None or self._key is None else self._key(record.key)
+            value = None if record.value is None or self._value is None else self._value(record.value)
+        except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=True)
+        return _Parsed(key, value)
+
+
+class _OffsetsParser:
+    """``OffsetsMessageParser``: __consumer_offsets records as Kafka's JSON (``{"type":..,"data":..}``
+    keys, ``{"version":..,"data":..}`` values, ``<DELETE>`` for tombstones)."""
+
+    def parse(self, record: Record) -> _Parsed:
+        if record.key is None:
+            return _failure(
+                record,
+                f"Failed to decode message at offset {record.offset} using offset topic decoder "
+                "(message had a missing key)",
+                kafka_fails=True,
+            )
+        try:
+            key_reader = _Reader(record.key)
+            if key_reader.remaining < 2:
+                raise _ReadError("Could not read version from key's buffer.")
+            record_type = key_reader.fixed("int16")
+            key_message, value_message = self._messages(record_type)  # type: ignore[arg-type]
+            if key_message is None:
+                text = f"Unknown record type {record_type} at offset {record.offset}, skipping."
+                return _Parsed(_Datum(text, None), None, text)
+            key_fields = self._read(key_message, key_reader, record_type, "key")  # type: ignore[arg-type]
+            key_json = {"type": str(record_type), "data": _to_json(key_message.fields, key_fields, record_type)}
+            if record.value is None:
+                return _Parsed(_Datum(_jackson(key_json), key_json), _Datum("<DELETE>", None))
+            value_reader = _Reader(record.value)
+            if value_reader.remaining < 2:
+                raise _ReadError("Could not read version from value's buffer.")
+            version = value_reader.fixed("int16")
+            values = self._read(value_message, value_reader, version, "value")  # type: ignore[arg-type]
+            data = _to_json(value_message.fields, values, version)  # type: ignore[union-attr,arg-type]
+            if value_message is _GROUP_METADATA_VALUE:
+                _expand_consumer_protocol(data)
+            value_json = {"version": str(version), "data": data}
+        except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=False)
+        return _Parsed(_Datum(_jackson(key_json), key_json), _Datum(_jackson(value_json), value_json))
+
+    @staticmethod
+    def _messages(record_type: int) -> tuple[_Message | None, _Message | None]:
+        # CoordinatorRecordSerde: the key's version is the record type.
+        if record_type in (0, 1):
+            return _OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE
+        if record_type == 2:
+            return _GROUP_METADATA_KEY, _GROUP_METADATA_VALUE
+        return _CONSUMER_GROUP_KEYS.get(record_type), _CONSUMER_GROUP_VALUES.get(record_type)
+
+    @staticmethod
+    def _read(message: _Message, reader: _Reader, version: int, what: str) -> dict:
+        try:
+            return _read_message(message, reader, version)
+        except _ReadError as e:
+            raise _ReadError(
+                f"Could not read record with version {version} from {what}'s buffer due to: {e}."
+            ) from None
+
+
+def _expand_consumer_protocol(data: dict) -> None:
+    """For a "consumer" group, replace each member's subscription and assignment bytes by their
+    decoded form, keeping the bytes when they do not decode (as Kafka does)."""
+    if data.get("protocolType") != "consumer":
+        return
+    for member in data.get("members") or ():
+        for field, message in (("subscription", _CONSUMER_SUBSCRIPTION), ("assignment", _CONSUMER_ASSIGNMENT)):
+            encoded = member.get(field)
+            if encoded is None:
+                continue
+            try:
+                r = _Reader(base64.b64decode(encoded))
+                version = r.fixed("int16")
+                values = _read_message(message, r, version)  # type: ignore[arg-type]
+                member[field] = _to_json(message.fields, values, version)  # type: ignore[arg-type]
+            except _ReadError:
+                pass
+
+
+_TXN_STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+
+
+class _TransactionLogParser:
+    """``TransactionLog.formatRecordKeyAndValue``: __transaction_state records."""
+
+    def parse(self, record: Record) -> _Parsed:
+        try:
+            if record.key is None:
+                raise _ReadError("the record has no key")
+            r = _Reader(record.key)
+            version = r.fixed("int16")
+            if not _TXN_LOG_KEY.versions[0] <= version <= _TXN_LOG_KEY.versions[1]:  # type: ignore[operator]
+                text = f"unknown::version={version}"
+                return _Parsed(_Datum(text, {"unknownKeyVersion": version}), None)
+            txn_id = _read_message(_TXN_LOG_KEY, r, version)["transactionalId"]  # type: ignore[arg-type]
+            key = _Datum(f"transaction_metadata::transactionalId={txn_id}", {"transactionalId": txn_id})
+            if record.value is None:
+                return _Parsed(key, _Datum("<DELETE>", None))
+            return _Parsed(key, self._value(record.value))
+        except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=True)
+
+    @staticmethod
+    def _value(data: bytes) -> _Datum:
+        r = _Reader(data)
+        version = r.fixed("int16")
+        if not _TXN_LOG_VALUE.versions[0] <= version <= _TXN_LOG_VALUE.versions[1]:  # type: ignore[operator]
+            raise _ReadError(f"Unknown version {version} from the transaction log message value")
+        v = _read_message(_TXN_LOG_VALUE, r, version)  # type: ignore[arg-type]
+        status = v["transactionStatus"]
+        if not 0 <= status < len(_TXN_STATES):
+            raise _ReadError(f"Unknown transaction state id {status} from the transaction status message")
+        state = _TXN_STATES[status]
+        partitions: list[tuple[str, int]] = []
+        if state != "Empty":  # an Empty transaction's partitions are not read back
+            if v["transactionPartitions"] is None:
+                raise _ReadError("null transaction partitions")
+            partitions = _scala_topic_partition_set(
+                [[(p["topic"], pid) for pid in p["partitionIds"]] for p in v["transactionPartitions"]]
+            )
+        names = [f"{topic}-{partition}" for topic, partition in partitions]
+        text = (
+            f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={state},"
+            f"partitions=[{','.join(names)}],txnLastUpdateTimestamp={v['transactionLastUpdateTimestampMs']},"
+            f"txnTimeoutMs={v['transactionTimeoutMs']}"
+        )
+        value = {
+            "producerId": v["producerId"],
+            "producerEpoch": v["producerEpoch"],
+            "state": state,
+            "partitions": names,
+            "txnLastUpdateTimestamp": v["transactionLastUpdateTimestampMs"],
+            "txnTimeoutMs": v["transactionTimeoutMs"],
+        }
+        return _Datum(text, value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reports that can grow with the file (one entry per non-consecutive offset, per mismatch)
+
+
+_PAIR = struct.Struct(">qq")
+
+
+class _PairSpool:
+    """A list of int64 pairs that moves to a temporary file past ``limit`` entries."""
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self._memory: list[tuple[int, int]] = []
+        self._file: IO[bytes] | None = None
+        self._spilled = 0
+        self._limit = limit
+
+    def append(self, a: int, b: int) -> None:
+        self._memory.append((a, b))
+        if len(self._memory) >= self._limit:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="kafkalog-dump-")
+            self._file.seek(0, os.SEEK_END)
+            self._file.write(b"".join(_PAIR.pack(*p) for p in self._memory))
+            self._spilled += len(self._memory)
+            self._memory.clear()
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._memory)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        if self._file is not None:
+            self._file.seek(0)
+            for _ in range(0, self._spilled, self._limit):
+                yield from _PAIR.iter_unpack(self._file.read(self._limit * _PAIR.size))
+        yield from self._memory
+
+    def reversed(self) -> Iterator[tuple[int, int]]:
+        yield from reversed(self._memory)
+        if self._file is not None:
+            end = self._spilled
+            while end > 0:
+                start = max(0, end - self._limit)
+                self._file.seek(start * _PAIR.size)
+                block = list(_PAIR.iter_unpack(self._file.read((end - start) * _PAIR.size)))
+                yield from reversed(block)
+                end = start
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Output: Kafka's text, or JSON Lines
+
+
+class _BatchInfo(NamedTuple):
+    batch: RecordBatch
+    position: int
+    codec: str
+    valid: bool
+    base_offset: int | None  # None for a v0/v1 wrapper whose records were not decoded
+
+
+class _RecordInfo(NamedTuple):
+    offset: int
+    timestamp: int
+    key_size: int
+    value_size: int
+    sequence: int | None  # v2 only
+    header_keys: tuple[str, ...] | None  # v2 only
+    legacy: tuple[bool, int] | None  # (isValid, crc) for v0/v1
+    control_text: str  # the control-record tail of the text line
+    control: dict  # the same for --json
+    parsed: _Parsed | None  # key and value when printing data
+
+
+class _Output:
+    """Receives what the dump finds. Subclasses render Kafka's text or JSON Lines."""
+
+    def __init__(self, out: IO[str], err: IO[str]) -> None:
+        self.out, self.err = out, err
+
+    def stderr(self, line: str) -> None:
+        self.out.flush()
+        self.err.write(line + "\n")
+        self.err.flush()
+
+    def fatal(self, display: str, message: str) -> None:
+        """A file that cannot be dumped: one line on stderr."""
+        self.stderr(f"kafkalog dump: {display}: {message}")
+
+    def finish(self) -> None:
+        self.out.flush()
+
+
+class _TextOutput(_Output):
+    """DumpLogSegments' lines; its end-of-run reports go to stderr when the run ends."""
+
+    def __init__(self, out: IO[str], err: IO[str]) -> None:
+        super().__init__(out, err)
+        self._index_mismatches = _Reports()
+        self._time_mismatches = _Reports()
+        self._out_of_order = _Reports()
+        self._not_found = _Reports()
+        self._non_consecutive = _Reports()
+
+    def dumping(self, display: str, kind: str, **info: object) -> None:
+        self.out.write(f"Dumping {display}\n")
+
+    def line(self, text: str) -> None:
+        self.out.write(text + "\n")
+
+    def log_header(self, info: dict) -> None:
+        if "baseOffset" in info:
+            self.line(f"Log starting offset: {info['baseOffset']}")
+        elif info.get("bootstrap"):
+            self.line("KRaft bootstrap snapshot")
+        else:
+            self.line(f"Snapshot end offset: {info['snapshotEndOffset']}, epoch: {info['snapshotEpoch']}")
+
+    def deprecated_decoder(self, old: str, new: str) -> None:
+        self.line(f"{old} is deprecated. Please use {new} instead")
+
+    def batch(self, display: str, b: _BatchInfo) -> None:
+        batch = b.batch
+        if batch.magic >= 2:
+            head = (
+                f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.count} "
+                f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+                f"partitionLeaderEpoch: {batch.partition_leader_epoch} isTransactional: "
+                f"{_jbool(batch.is_transactional)} isControl: {_jbool(batch.is_control)} "
+                f"deleteHorizonMs: {_optional_long(batch.delete_horizon_ms)}"
+            )
+        else:
+            head = f"offset: {batch.last_offset}"
+        self.out.write(
+            f"{head} position: {b.position} {batch.timestamp_type.kafka_name}: {batch.max_timestamp} "
+            f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {b.codec} crc: {batch.crc} "
+            f"isvalid: {_jbool(b.valid)}\n"
+        )
+
+    def record(self, display: str, b: _BatchInfo, r: _RecordInfo, skip_metadata: bool) -> None:
+        prefix = "| "
+        parts = []
+        if not skip_metadata:
+            parts.append(
+                f"{prefix}offset: {r.offset} {b.batch.timestamp_type.kafka_name}: {r.timestamp} "
+                f"keySize: {r.key_size} valueSize: {r.value_size}"
+            )
+            prefix = " "
+            if r.header_keys is not None:
+                parts.append(f" sequence: {r.sequence} headerKeys: [{','.join(r.header_keys)}]")
+            if r.legacy is not None:
+                # Kafka's format string has a stray closing brace here.
+                parts.append(f" isValid: {_jbool(r.legacy[0])} crc: {r.legacy[1]}}}")
+            parts.append(r.control_text)
+        if r.parsed is not None:
+            if r.parsed.key is not None:
+                parts.append(f"{prefix}key: {r.parsed.key.text}")
+            if r.parsed.value is not None:
+                parts.append(f" payload: {r.parsed.value.text}")  # always one space, even first
+        parts.append("\n")
+        self.out.write("".join(parts))
+
+    def trailing(self, display: str, name: str, position: int, size: int) -> None:
+        self.line(f"Found {size} invalid bytes at the end of {name}")
+
+    def error(self, display: str, name: str, position: int | None, message: str) -> None:
+        where = f"at position {position} of {name}" if position is not None else f"in {name}"
+        self.line(f"Error {where}: {message}")
+
+    def skipped(self, display: str) -> None:
+        self.dumping(display, "unknown")
+        self.stderr(f"Ignoring unknown file {display}")
+
+    def index_empty(self, display: str) -> None:
+        self.line(f"{display} is empty.")
+
+    def sanity(self, display: str, message: str | None) -> None:
+        if message is None:
+            self.line(f"{display} passed sanity check.")
+        else:
+            self.line(f"{display} failed sanity check: {message}")
+
+    def offset_index_entry(self, display: str, i: int, offset: int, position: int) -> None:
+        self.out.write(f"offset: {offset} position: {position}\n")
+
+    def time_index_entry(self, display: str, i: int, timestamp: int, offset: int) -> None:
+        self.out.write(f"timestamp: {timestamp} offset: {offset}\n")
+
+    def aborted_txn(self, display: str, fields: tuple[int, int, int, int, int]) -> None:
+        version, pid, first, last, lso = fields
+        self.line(
+            f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} lastStableOffset: {lso}"
+        )
+
+    def producer_entry(self, display: str, e: ProducerStateEntry) -> None:
+        text = (
+            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} coordinatorEpoch: {e.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(e.current_txn_first_offset)} lastTimestamp: {e.last_timestamp} "
+        )
+        if e.batch_metadata:
+            m = e.batch_metadata[0]
+            text += (
+                f"firstSequence: {m.first_seq} lastSequence: {m.last_seq} lastOffset: {m.last_offset} "
+                f"offsetDelta: {m.offset_delta} timestamp: {m.timestamp}"
+            )
+        self.line(text)
+
+    def snapshot_corrupt(self, display: str, message: str) -> None:
+        self.stderr(message)
+
+    def offset_checkpoint_entry(self, display: str, topic: str, partition: int, offset: int) -> None:
+        self.line(f"topic: {topic} partition: {partition} offset: {offset}")
+
+    def leader_epoch_entry(self, display: str, epoch: int, start_offset: int) -> None:
+        self.line(f"epoch: {epoch} startOffset: {start_offset}")
+
+    # End-of-run reports, keyed by absolute path as Kafka keys them.
+
+    def index_mismatch(self, abs_path: str, index_offset: int, log_offset: int) -> None:
+        self._index_mismatches.add(abs_path, index_offset, log_offset, put_every_time=True)
+
+    def time_mismatch(self, abs_path: str, index_ts: int, log_ts: int) -> None:
+        self._time_mismatches.add(abs_path, index_ts, log_ts)
+
+    def time_out_of_order(self, abs_path: str, index_ts: int, previous_ts: int) -> None:
+        self._out_of_order.add(abs_path, index_ts, previous_ts)
+
+    def offset_not_found(self, abs_path: str, index_offset: int, log_offset: int) -> None:
+        self._not_found.add(abs_path, index_offset, log_offset)
+
+    def non_consecutive(self, abs_path: str, offset: int, next_offset: int) -> None:
+        self._non_consecutive.add(abs_path, offset, next_offset, put_every_time=True)
+
+    def finish(self) -> None:
+        self.out.flush()
+        err = self.err
+        # Offset-index mismatches and non-consecutive offsets are Scala Lists built by prepending:
+        # they print newest first. The time-index reports are ArrayBuffers: oldest first.
+        for path, pairs in self._index_mismatches.items():
+            err.write(f"Mismatches in :{path}\n")
+            for a, b in pairs.reversed():
+                err.write(f"  Index offset: {a}, log offset: {b}\n")
+        for path, pairs in self._time_mismatches.items():
+            err.write(f"Found timestamp mismatch in :{path}\n")
+            for a, b in pairs:
+                err.write(f"  Index timestamp: {a}, log timestamp: {b}\n")
+        for path, pairs in self._out_of_order.items():
+            err.write(f"Found out of order timestamp in :{path}\n")
+            for a, b in pairs:
+                err.write(f"  Index timestamp: {a}, Previously indexed timestamp: {b}\n")
+        for path, pairs in self._not_found.items():
+            err.write("The following indexed offsets are not found in the log.\n")
+            for a, b in pairs:
+                err.write(f"Indexed offset: {a}, found log offset: {b}\n")
+        for path, pairs in self._non_consecutive.items():
+            err.write(f"Non-consecutive offsets in {path}\n")
+            for a, b in pairs.reversed():
+                err.write(f"  {a} is followed by {b}\n")
+        for reports in (
+            self._index_mismatches,
+            self._time_mismatches,
+            self._out_of_order,
+            self._not_found,
+            self._non_consecutive,
+        ):
+            reports.close()
+        super().finish()
+
+
+class _Reports:
+    """One of DumpLogSegments' report maps: path -> pairs, iterated in the Scala map's order."""
+
+    def __init__(self) -> None:
+        self._map = _ScalaHashMap()
+        self._pairs: dict[str, _PairSpool] = {}
+
+    def add(self, path: str, a: int, b: int, *, put_every_time: bool = False) -> None:
+        # The offset-index and non-consecutive maps are updated with put() on every entry; the
+        # time-index ones only when the file's first entry arrives.
+        if put_every_time or path not in self._map:
+            self._map.put(path)
+        self._pairs.setdefault(path, _PairSpool()).append(a, b)
+
+    def items(self) -> Iterator[tuple[str, _PairSpool]]:
+        for path in self._map.keys():
+            yield path, self._pairs[path]
+
+    def close(self) -> None:
+        for spool in self._pairs.values():
+            spool.close()
+
+
+class _JsonOutput(_Output):
+    """One JSON object per line; reports are written where they are found."""
+
+    def _emit(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def fatal(self, display: str, message: str) -> None:
+        self._emit({"type": "error", "file": display, "position": None, "message": message})
+        super().fatal(display, message)
+
+    def dumping(self, display: str, kind: str, **info: object) -> None:
+        self._emit({"type": "file", "file": display, "kind": kind, **info})
+
+    def log_header(self, info: dict) -> None:
+        pass  # part of the "file" object
+
+    def deprecated_decoder(self, old: str, new: str) -> None:
+        pass
+
+    def batch(self, display: str, b: _BatchInfo) -> None:
+        batch = b.batch
+        self._emit(
+            {
+                "type": "batch",
+                "file": display,
+                "position": b.position,
+                "baseOffset": b.base_offset,
+                "lastOffset": batch.last_offset,
+                "count": batch.count,
+                "magic": batch.magic,
+                "compression": b.codec,
+                "crc": batch.crc,
+                "isValid": b.valid,
+                "sizeInBytes": batch.size_in_bytes,
+                "timestampType": batch.timestamp_type.kafka_name,
+                "maxTimestamp": batch.max_timestamp,
+                "producerId": batch.producer_id,
+                "producerEpoch": batch.producer_epoch,
+                "baseSequence": batch.base_sequence,
+                "lastSequence": batch.last_sequence,
+                "isTransactional": batch.is_transactional,
+                "isControl": batch.is_control,
+                "partitionLeaderEpoch": batch.partition_leader_epoch,
+                "deleteHorizonMs": batch.delete_horizon_ms,
+            }
+        )
+
+    def record(self, display: str, b: _BatchInfo, r: _RecordInfo, skip_metadata: bool) -> None:
+        obj: dict = {"type": "record", "file": display, "batchPosition": b.position, "offset": r.offset}
+        if not skip_metadata:
+            obj["timestamp"] = r.timestamp
+            obj["timestampType"] = b.batch.timestamp_type.kafka_name
+            obj["keySize"] = r.key_size
+            obj["valueSize"] = r.value_size
+            if r.header_keys is not None:
+                obj["sequence"] = r.sequence
+                obj["headerKeys"] = list(r.header_keys)
+            if r.legacy is not None:
+                obj["isValid"], obj["crc"] = r.legacy
+            obj.update(r.control)
+        if r.parsed is not None:
+            if r.parsed.error is not None:
+                obj["decodeError"] = r.parsed.error
+            else:
+                if r.parsed.key is not None or r.key_size < 0:
+                    obj["key"] = None if r.parsed.key is None else r.parsed.key.json
+                if r.parsed.value is not None or r.value_size < 0:
+                    obj["value"] = None if r.parsed.value is None else r.parsed.value.json
+        self._emit(obj)
+
+    def trailing(self, display: str, name: str, position: int, size: int) -> None:
+        self._emit({"type": "trailingBytes", "file": display, "position": position, "size": size})
+
+    def error(self, display: str, name: str, position: int | None, message: str) -> None:
+        self._emit({"type": "error", "file": display, "position": position, "message": message})
+
+    def skipped(self, display: str) -> None:
+        self._emit({"type": "skipped", "file": display, "reason": "unknown file type"})
+
+    def index_empty(self, display: str) -> None:
+        self._emit({"type": "indexEmpty", "file": display})
+
+    def sanity(self, display: str, message: str | None) -> None:
+        self._emit({"type": "sanityCheck", "file": display, "passed": message is None, "message": message})
+
+    def offset_index_entry(self, display: str, i: int, offset: int, position: int) -> None:
+        self._emit({"type": "offsetIndexEntry", "file": display, "i": i, "offset": offset, "position": position})
+
+    def time_index_entry(self, display: str, i: int, timestamp: int, offset: int) -> None:
+        self._emit({"type": "timeIndexEntry", "file": display, "i": i, "timestamp": timestamp, "offset": offset})
+
+    def aborted_txn(self, display: str, fields: tuple[int, int, int, int, int]) -> None:
+        version, pid, first, last, lso = fields
+        self._emit(
+            {
+                "type": "abortedTxn",
+                "file": display,
+                "version": version,
+                "producerId": pid,
+                "firstOffset": first,
+                "lastOffset": last,
+                "lastStableOffset": lso,
+            }
+        )
+
+    def producer_entry(self, display: str, e: ProducerStateEntry) -> None:
+        m = e.batch_metadata[0] if e.batch_metadata else None
+        self._emit(
+            {
+                "type": "producerSnapshotEntry",
+                "file": display,
+                "producerId": e.producer_id,
+                "producerEpoch": e.producer_epoch,
+                "coordinatorEpoch": e.coordinator_epoch,
+                "currentTxnFirstOffset": e.current_txn_first_offset,
+                "lastTimestamp": e.last_timestamp,
+                "firstSequence": None if m is None else m.first_seq,
+                "lastSequence": None if m is None else m.last_seq,
+                "lastOffset": None if m is None else m.last_offset,
+                "offsetDelta": None if m is None else m.offset_delta,
+                "timestamp": None if m is None else m.timestamp,
+            }
+        )
+
+    def snapshot_corrupt(self, display: str, message: str) -> None:
+        self.error(display, display, None, message)
+
+    def offset_checkpoint_entry(self, display: str, topic: str, partition: int, offset: int) -> None:
+        self._emit(
+            {"type": "offsetCheckpointEntry", "file": display, "topic": topic, "partition": partition, "offset": offset}
+        )
+
+    def leader_epoch_entry(self, display: str, epoch: int, start_offset: int) -> None:
+        self._emit({"type": "leaderEpochEntry", "file": display, "epoch": epoch, "startOffset": start_offset})
+
+    def index_mismatch(self, abs_path: str, index_offset: int, log_offset: int) -> None:
+        self._emit(
+            {"type": "offsetIndexMismatch", "file": abs_path, "indexOffset": index_offset, "logOffset": log_offset}
+        )
+
+    def time_mismatch(self, abs_path: str, index_ts: int, log_ts: int) -> None:
+        self._emit({"type": "timeIndexMismatch", "file": abs_path, "indexTimestamp": index_ts, "logTimestamp": log_ts})
+
+    def time_out_of_order(self, abs_path: str, index_ts: int, previous_ts: int) -> None:
+        self._emit(
+            {
+                "type": "timeIndexOutOfOrder",
+                "file": abs_path,
+                "indexTimestamp": index_ts,
+                "previousIndexTimestamp": previous_ts,
+            }
+        )
+
+    def offset_not_found(self, abs_path: str, index_offset: int, log_offset: int) -> None:
+        self._emit(
+            {"type": "indexedOffsetNotFound", "file": abs_path, "indexOffset": index_offset, "logOffset": log_offset}
+        )
+
+    def non_consecutive(self, abs_path: str, offset: int, next_offset: int) -> None:
+        self._emit({"type": "nonConsecutiveOffsets", "file": abs_path, "offset": offset, "nextOffset": next_offset})
+
+
+# ------------------------------------------------------------------------------------------------
+# Framing as Kafka's FileLogInputStream sees it, and finding the next batch after corruption
+
+_SIZE_MAGIC = struct.Struct(">8xi4xb")  # size at byte 8, magic at byte 16
+assert _SIZE_MAGIC.size == _HEADER_UP_TO_MAGIC
+# A place where an entry could start: a size field that is >= 14 and not negative, and a magic
+# byte of 0, 1 or 2 (checked again, with the CRC, before it is believed).
+_CANDIDATE = re.compile(rb"(?=.{8}(?!\x00\x00\x00[\x00-\x0d])[\x00-\x7f].{7}[\x00-\x02])", re.DOTALL)
+_ZERO_RUN = re.compile(rb"\x00{64,}")
+
+
+class _Stop(NamedTuple):
+    """Why iteration stopped before the end: a partial entry (``tail``) or corrupt framing."""
+
+    tail: bool
+    reason: str
+
+
+def _classify(fr: FileRecords, pos: int, end: int, fallback: str | None) -> _Stop:
+    """Kafka's ``FileLogInputStream.nextBatch`` reading of the bytes at ``pos``."""
+    remaining = end - pos
+    if remaining <= _HEADER_UP_TO_MAGIC:  # position >= end - HEADER_SIZE_UP_TO_MAGIC
+        return _Stop(True, f"{remaining} bytes are too few for an entry")
+    size, magic = _SIZE_MAGIC.unpack(fr.read(pos, _HEADER_UP_TO_MAGIC))
+    if size < _MIN_ENTRY_SIZE:
+        return _Stop(False, f"record size {size} is smaller than the minimum record overhead ({_MIN_ENTRY_SIZE})")
+    if size > remaining - _LOG_OVERHEAD:
+        return _Stop(True, f"an entry of {size + _LOG_OVERHEAD} bytes runs past the end ({remaining} bytes left)")
+    if not 0 <= magic <= 2:
+        return _Stop(False, f"invalid magic {magic}")
+    return _Stop(False, fallback or f"record batch size {size + _LOG_OVERHEAD} is smaller than the v2 overhead")
+
+
+def _entry_is_valid(fr: FileRecords, pos: int, end: int, max_size: int) -> bool:
+    """True if a whole entry of at most ``max_size`` bytes with a matching CRC starts at ``pos``."""
+    head = fr.read(pos, _HEADER_UP_TO_MAGIC)
+    if len(head) < _HEADER_UP_TO_MAGIC:
+        return False
+    size, magic = _SIZE_MAGIC.unpack(head)
+    total = size + _LOG_OVERHEAD
+    if size < _MIN_ENTRY_SIZE or pos + total > end or total > max_size or not 0 <= magic <= 2:
+        return False
+    try:
+        batch = next(fr.slice(pos, total).batches(), None)
+        return batch is not None and batch.compute_crc() == batch.crc  # type: ignore[attr-defined]
+    except KafkalogError:
+        return False
+
+
+def _resync(fr: FileRecords, start: int, end: int, max_size: int) -> int | None:
+    """The position of the next whole, CRC-valid entry at or after ``start``, or None."""
+    pos = start
+    while pos < end - _HEADER_UP_TO_MAGIC:
+        chunk = fr.read(pos, min(_CHUNK, end - pos))
+        usable = len(chunk) - _HEADER_UP_TO_MAGIC + 1  # candidates need 17 bytes in the chunk
+        if usable <= 0:
+            break
+        # Long runs of zeros (a preallocated or zero-filled tail) cannot hold a size field.
+        spans, lo = [], 0
+        for run in _ZERO_RUN.finditer(chunk):
+            spans.append((lo, run.start() - 8))
+            lo = max(lo, run.end() - 11)
+        spans.append((lo, usable))
+        for lo, hi in spans:
+            at = lo
+            while at < hi:
+                m = _CANDIDATE.search(chunk, at, hi + _HEADER_UP_TO_MAGIC - 1)
+                if m is None or m.start() >= hi:
+                    break
+                if _entry_is_valid(fr, pos + m.start(), end, max_size):
+                    return pos + m.start()
+                at = m.start() + 1
+        pos += usable
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The dump
+
+
+class _Options(NamedTuple):
+    files: list[str]
+    deep: bool
+    print_data: bool
+    verify_only: bool
+    sanity_only: bool
+    skip_metadata: bool
+    max_message_size: int
+    max_bytes: int | None  # None: the whole file (and "invalid bytes at the end" is reported)
+    parser: object  # a parser with parse(record) -> _Parsed
+    deprecations: list[tuple[str, str]]
+
+
+_EXPECTED_NAMES = {
+    "log": "<offset>.log",
+    "kraftSnapshot": "<20-digit end offset>-<10-digit epoch>.checkpoint or bootstrap.checkpoint",
+    "offsetIndex": "<offset>.index",
+    "timeIndex": "<offset>.timeindex",
+    "transactionIndex": "<offset>.txnindex",
+}
+
+
+class _Dump:
+    """Dumps each file in turn (``DumpLogSegments.main``)."""
+
+    def __init__(self, options: _Options, out: _TextOutput | _JsonOutput) -> None:
+        self.o = options
+        self.out = out
+        self.failed = False
+
+    def run(self) -> int:
+        try:
+            for arg in self.o.files:
+                self._file(arg)
+        finally:
+            self.out.finish()
+        return 1 if self.failed else 0
+
+    # -- dispatch ----------------------------------------------------------------------------------
+
+    def _file(self, arg: str) -> None:
+        display = _java_path(arg)
+        name = display.rsplit("/", 1)[-1]
+        dot = name.rfind(".")
+        suffix = name[dot:] if dot >= 0 else None
+        handlers = {
+            ".log": (self._log, "log"),
+            ".checkpoint": (self._log, "kraftSnapshot"),
+            ".index": (self._offset_index, "offsetIndex"),
+            ".timeindex": (self._time_index, "timeIndex"),
+            ".snapshot": (self._producer_snapshot, "producerSnapshot"),
+            ".txnindex": (self._txn_index, "transactionIndex"),
+        }
+        if suffix in handlers:
+            handler, kind = handlers[suffix]
+        elif suffix is None and name in _OFFSET_CHECKPOINTS:  # kafkalog extension
+            handler, kind = self._offset_checkpoint, "offsetCheckpoint"
+        elif suffix is None and name == LEADER_EPOCH_CHECKPOINT:  # kafkalog extension
+            handler, kind = self._leader_epoch_checkpoint, "leaderEpochCheckpoint"
+        else:
+            self.out.skipped(display)
+            return
+        info = self._header_info(kind, name)
+        if info is None:
+            self.out.dumping(display, kind)
+            self._fail(display, f"not a Kafka file name: expected {_EXPECTED_NAMES[kind]}")
+            return
+        self.out.dumping(display, kind, **info)
+        problem = _unreadable(display)
+        if problem is not None:
+            self._fail(display, problem)
+            return
+        try:
+            handler(display, name, info)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            self._fail(display, e.strerror or str(e))
+        except KafkalogError as e:
+            self._fail(display, e.reason)
+
+    @staticmethod
+    def _header_info(kind: str, name: str) -> dict | None:
+        """What the file name says (Kafka parses it, and fails on a name it cannot parse)."""
+        prefix = name.split(".")[0]
+        if kind == "kraftSnapshot":
+            if name == _BOOTSTRAP_SNAPSHOT:
+                return {"bootstrap": True}
+            # Snapshots.parse: a 20-digit end offset, '-', a 10-digit epoch.
+            if len(name) < 31:
+                return None
+            offset, epoch = _parse_long(name[:20]), _parse_long(name[21:31])
+            if offset is None or epoch is None or not -(2**31) <= epoch < 2**31:
+                return None
+            return {"snapshotEndOffset": offset, "snapshotEpoch": epoch}
+        if kind in ("log", "offsetIndex", "timeIndex", "transactionIndex"):
+            base = _parse_long(prefix)
+            return None if base is None else {"baseOffset": base}
+        return {}
+
+    def _fail(self, display: str, message: str) -> None:
+        self.failed = True
+        self.out.fatal(display, message)
+
+    def _error(self, display: str, name: str, position: int | None, message: str) -> None:
+        """Corruption Kafka's tool would stop on: reported where it is; the dump goes on."""
+        self.failed = True
+        self.out.error(display, name, position, message)
+
+    # -- .log and KRaft .checkpoint ----------------------------------------------------------------
+
+    def _log(self, display: str, name: str, info: dict) -> None:
+        # Kafka builds its decoders (printing any deprecation note) before dumpLog prints its header.
+        for old, new in self.o.deprecations:
+            self.out.deprecated_decoder(old, new)
+        self.out.log_header(info)
+        abs_path = _absolute(display)
+        limited = self.o.max_bytes is not None
+        with FileRecords.open(display) as fr:
+            end = fr.size_in_bytes if not limited else min(fr.size_in_bytes, self.o.max_bytes)  # type: ignore[type-var]
+            state = _LogState(abs_path)
+            pos = 0
+            batches = 0
+            while pos < end:
+                failure: str | None = None
+                it = fr.slice(pos, end - pos).batches()
+                while True:
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        break
+                    except KafkalogError as e:
+                        failure = e.reason
+                        break
+                    self._batch(display, name, batch, state)
+                    batches += 1
+                    pos = batch.position + batch.size_in_bytes  # type: ignore[operator]
+                if pos >= end:
+                    break
+                stop = _classify(fr, pos, end, failure)
+                if limited and stop.tail:
+                    break  # a batch cut by --max-bytes
+                found = _resync(fr, pos + 1, end, self.o.max_message_size)
+                if found is None:
+                    if batches == 0 and pos == 0 and _looks_foreign(fr, end):
+                        self._fail(display, f"not a Kafka log: no valid batch in its {end} bytes")
+                        return
+                    if not stop.tail:
+                        self._error(display, name, pos, stop.reason)
+                    if not limited:
+                        self.out.trailing(display, name, pos, end - pos)
+                    return
+                skipped = f"skipped {found - pos} bytes to the next valid batch at position {found}"
+                self._error(display, name, pos, f"{stop.reason}; {skipped}")
+                pos = found
+
+    def _batch(self, display: str, name: str, batch: RecordBatch, state: _LogState) -> None:
+        position: int = batch.position  # type: ignore[assignment]
+        codec_id = batch.attributes & 7  # type: ignore[attr-defined]
+        if codec_id >= len(_CODEC_NAMES):  # CompressionType.forId throws
+            self._error(display, name, position, f"unknown compression codec id {codec_id} in the batch attributes")
+            return
+        try:
+            valid = batch.compute_crc() == batch.crc  # type: ignore[attr-defined]
+        except KafkalogError as e:
+            self._error(display, name, position, e.reason)
+            return
+        records: list[Record] | None = None
+        failure: KafkalogError | None = None
+        if self.o.deep:
+            try:
+                records = batch.records()
+            except KafkalogError as e:
+                failure = e
+        # A v0/v1 wrapper's base offset is its first inner offset: known once it is decoded.
+        base_offset = batch.base_offset if batch.magic >= 2 or codec_id == 0 or records else None
+        info = _BatchInfo(batch, position, _CODEC_NAMES[codec_id], valid, base_offset)
+        self.out.batch(display, info)
+        if failure is not None:
+            self._error(display, name, failure.position if failure.position is not None else position, failure.reason)
+        if not records:
+            return
+        v2 = batch.magic >= 2
+        control = batch.is_control
+        legacy_valid = valid if _CODEC_NAMES[codec_id] == "none" else True
+        for record in records:
+            state.next_offset(record.offset, self.out)
+            control_text, control_json, control_error = ("", {}, None)
+            if control and not self.o.skip_metadata:
+                control_text, control_json, control_error = _control_tail(record)
+            parsed = None
+            if self.o.print_data and not control:
+                parsed = self.o.parser.parse(record)  # type: ignore[attr-defined]
+            self.out.record(
+                display,
+                info,
+                _RecordInfo(
+                    record.offset,
+                    record.timestamp,
+                    -1 if record.key is None else len(record.key),
+                    -1 if record.value is None else len(record.value),
+                    record.sequence if v2 else None,
+                    tuple(h.key for h in record.headers) if v2 else None,
+                    None if v2 else (legacy_valid, record.crc),  # type: ignore[arg-type]
+                    control_text,
+                    control_json,
+                    parsed,
+                ),
+                self.o.skip_metadata,
+            )
+            if control_error is not None:
+                self._error(display, name, position, f"control record at offset {record.offset}: {control_error}")
+            if parsed is not None and parsed.kafka_fails:
+                self.failed = True
+
+    # -- .index --------------------------------------------------------------------------------------
+
+    def _offset_index(self, display: str, name: str, info: dict) -> None:
+        base = info["baseOffset"]
+        length = os.stat(display).st_size
+        entries = length // 8
+        if entries == 0:
+            self.out.index_empty(display)
+            return
+        index = OffsetIndex(display, base, writable=False)
+        try:
+            if self.o.sanity_only:
+                self._sanity(display, _offset_index_problem(index, _absolute(display), length))
+                return
+            log_display = _sibling(display, name, ".log")
+            problem = _unreadable(log_display)
+            if problem is not None:
+                self._fail(display, f"cannot verify against {log_display}: {problem}")
+                return
+            abs_path = _absolute(display)
+            with FileRecords.open(log_display) as fr:
+                log_name = log_display.rsplit("/", 1)[-1]
+                for i in range(entries):
+                    entry = index.entry(i)
+                    # A crash can leave zero entries in the sparse file: stop at the first one.
+                    if entry.offset == base and i > 0:
+                        break
+                    last = self._first_batch_last_offset(display, log_name, fr, entry.position, i)
+                    if last is not None and last != entry.offset:
+                        self.out.index_mismatch(abs_path, entry.offset, last)
+                    if not self.o.verify_only:
+                        self.out.offset_index_entry(display, i, entry.offset, entry.position)
+        finally:
+            index.close()
+
+    def _first_batch_last_offset(
+        self, display: str, log_name: str, fr: FileRecords, position: int, i: int
+    ) -> int | None:
+        """The last offset of the batch at ``position`` read within --max-message-size bytes."""
+        if position < 0 or position >= fr.size_in_bytes:
+            beyond = f"index entry {i} points beyond the end of the log ({fr.size_in_bytes} bytes)"
+            self._error(display, log_name, position, beyond)
+            return None
+        try:
+            batch = next(fr.slice(position, self.o.max_message_size).batches(), None)
+        except KafkalogError as e:
+            self._error(display, log_name, position, f"index entry {i}: {e.reason}")
+            return None
+        if batch is None:
+            too_big = f"no whole batch within --max-message-size ({self.o.max_message_size}) bytes"
+            self._error(display, log_name, position, f"index entry {i}: {too_big}")
+            return None
+        return batch.last_offset
+
+    def _sanity(self, display: str, problem: str | None) -> None:
+        if problem is not None:
+            self.failed = True
+        self.out.sanity(display, problem)
+
+    # -- .timeindex ----------------------------------------------------------------------------------
+
+    def _time_index(self, display: str, name: str, info: dict) -> None:
+        base = info["baseOffset"]
+        length = os.stat(display).st_size
+        entries = length // 12
+        tindex = TimeIndex(display, base, writable=False)
+        try:
+            if self.o.sanity_only:
+                self._sanity(display, _time_index_problem(tindex, _absolute(display), length))
+                return
+            if entries == 0:
+                return
+            log_display = _sibling(display, name, ".log")
+            index_display = _sibling(display, name, ".index")
+            for needed in (log_display, index_display):
+                problem = _unreadable(needed)
+                if problem is not None:
+                    self._fail(display, f"cannot verify against {needed}: {problem}")
+                    return
+            oindex = OffsetIndex(index_display, base, writable=False)
+            try:
+                with FileRecords.open(log_display) as fr:
+                    self._time_entries(display, log_display.rsplit("/", 1)[-1], tindex, oindex, fr, entries)
+            finally:
+                oindex.close()
+        finally:
+            tindex.close()
+
+    def _time_entries(
+        self, display: str, log_name: str, tindex: TimeIndex, oindex: OffsetIndex, fr: FileRecords, entries: int
+    ) -> None:
+        abs_path = _absolute(display)
+        previous = -1  # RecordBatch.NO_TIMESTAMP
+        for i in range(entries):
+            timestamp, offset = tindex.entry(i)
+            if offset == tindex.base_offset and i > 0:
+                break
+            position = oindex.lookup(offset).position
+            found = self._batch_holding(display, log_name, fr, position, offset)
+            if found is not False:
+                if found is None:
+                    self.out.offset_not_found(abs_path, offset, -1)
+                elif found.last_offset != offset:
+                    self.out.offset_not_found(abs_path, offset, found.last_offset)
+                else:
+                    try:
+                        max_ts = max((r.timestamp for r in found.records()), default=-1)
+                        max_ts = max(max_ts, -1)
+                    except KafkalogError as e:
+                        self._error(display, log_name, found.position, e.reason)
+                    else:
+                        if max_ts != timestamp:
+                            self.out.time_mismatch(abs_path, timestamp, max_ts)
+                        if previous >= timestamp:
+                            self.out.time_out_of_order(abs_path, timestamp, previous)
+            if not self.o.verify_only:
+                self.out.time_index_entry(display, i, timestamp, offset)
+            previous = timestamp
+
+    def _batch_holding(self, display: str, log_name: str, fr: FileRecords, position: int, offset: int):
+        """The first batch from ``position`` whose last offset is >= ``offset``; None if there
+        is none, False if the log could not be read there (reported)."""
+        if position < 0 or position > fr.size_in_bytes:
+            beyond = f"time index lookup of offset {offset} points beyond the end of the log"
+            self._error(display, log_name, position, beyond)
+            return False
+        try:
+            for batch in fr.slice(position).batches():
+                if batch.last_offset >= offset:
+                    return batch
+        except KafkalogError as e:
+            self._error(display, log_name, e.position, f"looking for offset {offset}: {e.reason}")
+            return False
+        return None
+
+    # -- .txnindex -----------------------------------------------------------------------------------
+
+    def _txn_index(self, display: str, name: str, info: dict) -> None:
+        entry = _ABORTED_TXN
+        position = 0
+        with open(display, "rb") as f:
+            while True:
+                block = f.read(entry.size * 4096)
+                whole = len(block) - len(block) % entry.size
+                for fields in entry.iter_unpack(block[:whole]):
+                    if fields[0] > 0:  # AbortedTxn.CURRENT_VERSION
+                        self._error(
+                            display,
+                            name,
+                            position,
+                            f"Unexpected aborted transaction version {fields[0]} in transaction index "
+                            f"{_absolute(display)}, current version is 0",
+                        )
+                        return
+                    self.out.aborted_txn(display, fields)
+                    position += entry.size
+                if len(block) < entry.size * 4096:
+                    return  # a partial last entry is ignored, as Kafka's iterator does
+
+    # -- producer .snapshot --------------------------------------------------------------------------
+
+    def _producer_snapshot(self, display: str, name: str, info: dict) -> None:
+        with open(display, "rb") as f:
+            data = f.read()
+        problem = _kafka_snapshot_problem(data)
+        if problem is None:
+            try:
+                entries = decode_snapshot(data, file=display)
+            except KafkalogError as e:
+                problem = e.reason
+        if problem is not None:
+            self.failed = True
+            self.out.snapshot_corrupt(display, problem)
+            return
+        for entry in entries:
+            self.out.producer_entry(display, entry)
+
+    # -- text checkpoints (kafkalog extension) -------------------------------------------------------
+
+    def _offset_checkpoint(self, display: str, name: str, info: dict) -> None:
+        try:
+            offsets = OffsetCheckpointFile(display).read()
+        except KafkalogError as e:
+            self._error(display, name, e.position, e.reason)
+            return
+        for (topic, partition), offset in offsets.items():
+            self.out.offset_checkpoint_entry(display, topic, partition, offset)
+
+    def _leader_epoch_checkpoint(self, display: str, name: str, info: dict) -> None:
+        try:
+            entries = LeaderEpochCheckpointFile(display).read()
+        except KafkalogError as e:
+            self._error(display, name, e.position, e.reason)
+            return
+        for epoch, start_offset in entries:
+            self.out.leader_epoch_entry(display, epoch, start_offset)
+
+
+class _LogState:
+    """Per-log state of deep iteration: the last offset seen, for the non-consecutive report."""
+
+    __slots__ = ("abs_path", "last")
+
+    def __init__(self, abs_path: str) -> None:
+        self.abs_path = abs_path
+        self.last = -1
+
+    def next_offset(self, offset: int, out: _TextOutput | _JsonOutput) -> None:
+        # As Kafka: -1 means "none yet", so the first offset is never compared.
+        if self.last != -1 and offset != self.last + 1:
+            out.non_consecutive(self.abs_path, self.last, offset)
+        self.last = offset
+
+
+def _control_tail(record: Record) -> tuple[str, dict, str | None]:
+    """The control-record part of a record line: text, --json fields, and an error if the
+    record does not decode (Kafka's tool would stop there)."""
+    key = record.key or b""
+    type_id = struct.unpack_from(">h", key, 2)[0] if len(key) >= 4 else -1
+    ctype = ControlRecordType.parse(type_id)
+    if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        epoch = record.coordinator_epoch
+        return (
+            f" endTxnMarker: {ctype.name} coordinatorEpoch: {epoch}",
+            {"controlType": ctype.name, "coordinatorEpoch": epoch},
+            None,
+        )
+    if ctype in _KRAFT_CONTROL:
+        label, message = _KRAFT_CONTROL[ctype]
+        try:
+            if record.value is None:
+                raise _ReadError("the record has no value")
+            # ControlRecordUtils reads version 0; the JSON is written at the record's own
+            # "version" field, which must therefore be 0 too.
+            values = _read_message(message, _Reader(record.value), 0)
+            if values["version"] != 0:
+                raise _ReadError(f"Can't write version {values['version']} of {message.name}")
+        except _ReadError as e:
+            return "", {"controlType": ctype.name}, str(e)
+        data = _to_json(message.fields, values, 0)
+        return f" {label} {_jackson(data)}", {"controlType": ctype.name, "control": data}, None
+    return f" controlType: {ctype.name}({type_id})", {"controlType": ctype.name, "controlTypeId": type_id}, None
+
+
+def _looks_foreign(fr: FileRecords, end: int) -> bool:
+    """True when the first bytes are not the start of any entry Kafka could have written (and
+    are not the zeros of a preallocated or zero-filled file)."""
+    head = fr.read(0, _HEADER_UP_TO_MAGIC)
+    if end < _HEADER_UP_TO_MAGIC or len(head) < _HEADER_UP_TO_MAGIC or not any(head):
+        return False
+    size, magic = _SIZE_MAGIC.unpack(head)
+    return size < _MIN_ENTRY_SIZE or not 0 <= magic <= 2
+
+
+def _sibling(display: str, name: str, suffix: str) -> str:
+    """The file of the same segment with another suffix (Kafka: ``name.split("\\\\.")(0) + suffix``
+    in the absolute parent directory)."""
+    parent = display.rsplit("/", 1)[0] if "/" in display else ""
+    stem = name.split(".")[0] + suffix
+    return f"{parent}/{stem}" if parent or display.startswith("/") else stem
+
+
+def _unreadable(path: str) -> str | None:
+    """Why ``path`` cannot be dumped (missing, a directory, not readable), or None."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return e.strerror or str(e)
+    if stat.S_ISDIR(st.st_mode):
+        return "Is a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if not os.access(path, os.R_OK):
+        return "Permission denied"
+    return None
+
+
+def _offset_index_problem(index: OffsetIndex, abs_path: str, length: int) -> str | None:
+    """``OffsetIndex.sanityCheck``'s exception message, or None when it passes."""
+    entries = length // 8
+    last = index.entry(entries - 1).offset if entries else index.base_offset
+    if entries and last < index.base_offset:
+        return (
+            f"Corrupt index found, index file {abs_path} has non-zero size but the last offset is {last} "
+            f"which is less than the base offset {index.base_offset}"
+        )
+    if length % 8:
+        return f"Index file {abs_path} is corrupt, found {length} bytes which is neither positive nor a multiple of 8"
+    return None
+
+
+def _time_index_problem(index: TimeIndex, abs_path: str, length: int) -> str | None:
+    """``TimeIndex.sanityCheck``'s exception message, or None when it passes."""
+    entries = length // 12
+    if entries:
+        first_ts = index.entry(0).timestamp
+        last_ts, last_offset = index.entry(entries - 1)
+        if last_ts < first_ts:
+            return (
+                f"Corrupt time index found, time index file ({abs_path}) has non-zero size but the last timestamp "
+                f"is {last_ts} which is less than the first timestamp {first_ts}"
+            )
+        if last_offset < index.base_offset:
+            return (
+                f"Corrupt time index found, time index file ({abs_path}) has non-zero size but the last offset "
+                f"is {last_offset} which is less than the first offset {index.base_offset}"
+            )
+    if length % 12:
+        return (
+            f"Time index file {abs_path} is corrupt, found {length} bytes which is neither positive nor a "
+            "multiple of 12"
+        )
+    return None
+
+
+# version:int16, producerId, firstOffset, lastOffset, lastStableOffset: int64 (34 bytes).
+_ABORTED_TXN = struct.Struct(">hqqqq")
+assert _ABORTED_TXN.size == 34
+
+_SNAPSHOT_FIELDS = (
+    ("producer_id", 8),
+    ("epoch", 2),
+    ("last_sequence", 4),
+    ("last_offset", 8),
+    ("offset_delta", 4),
+    ("timestamp", 8),
+    ("coordinator_epoch", 4),
+    ("current_txn_first_offset", 8),
+)
+_SNAPSHOT_ENTRY_SIZE = sum(size for _, size in _SNAPSHOT_FIELDS)
+
+
+def _kafka_snapshot_problem(data: bytes) -> str | None:
+    """The CorruptSnapshotException message ``ProducerStateManager.readSnapshot`` would raise
+    for ``data`` (schema read, then version, then CRC), or None."""
+    underflow = "java.nio.BufferUnderflowException"
+
+    def schema(field: str, why: str) -> str:
+        return f"Snapshot failed schema validation: Error reading field '{field}': {why}"
+
+    if len(data) < 2:
+        return schema("version", underflow)
+    if len(data) < 6:
+        return schema("crc", underflow)
+    if len(data) < 10:
+        return schema("producer_entries", underflow)
+    version, stored_crc, count = struct.unpack_from(">hIi", data)
+    remaining = len(data) - 10
+    if count < 0:
+        return schema("producer_entries", f"Array size {count} cannot be negative")
+    if count > remaining:
+        return schema("producer_entries", f"Error reading array of size {count}, only {remaining} bytes available")
+    if count * _SNAPSHOT_ENTRY_SIZE > remaining:
+        left = remaining % _SNAPSHOT_ENTRY_SIZE if remaining < count * _SNAPSHOT_ENTRY_SIZE else 0
+        for field, size in _SNAPSHOT_FIELDS:
+            if left < size:
+                return schema("producer_entries", f"Error reading field '{field}': {underflow}")
+            left -= size
+    if version != 1:
+        return f"Snapshot contained an unknown file version {version}"
+    computed = _crc.crc32c(memoryview(data)[6:])
+    if computed != stored_crc:
+        return f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+
+
+def _size(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= _INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {_INT32_MAX}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkalog", description="Kafka's log tools, in Python.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    dump = sub.add_parser(
+        "dump",
+        help="dump log segments, indexes and snapshots as Kafka's kafka-dump-log.sh does",
+        description=(
+            "This tool helps to parse a log file and dump its contents to the console, useful for "
+            "debugging a seemingly corrupt log segment. Output is Kafka's DumpLogSegments' (3.8)."
+        ),
+    )
+    dump.add_argument(
+        "--files",
+        action="append",
+        required=True,
+        metavar="FILE1,FILE2,...",
+        help="REQUIRED: the comma separated list of data and index log files to be dumped (repeatable)",
+    )
+    dump.add_argument("--deep-iteration", action="store_true", help="decode every record, not only batch headers")
+    dump.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print the records' keys and values (implies --deep-iteration; set by any decoder option)",
+    )
+    dump.add_argument("--verify-index-only", action="store_true", help="verify indexes without printing their entries")
+    dump.add_argument(
+        "--index-sanity-check",
+        action="store_true",
+        help="only run the sanity check a broker runs at startup to decide whether to rebuild an index",
+    )
+    dump.add_argument("--skip-record-metadata", action="store_true", help="do not print each record's metadata")
+    dump.add_argument(
+        "--max-message-size",
+        type=_size,
+        default=_DEFAULT_MAX_MESSAGE_SIZE,
+        metavar="SIZE",
+        help="size of the largest batch (default 5242880); also the largest batch a resync after corruption accepts",
+    )
+    dump.add_argument(
+        "--max-bytes",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="read at most this many bytes of each .log file (default: all of it)",
+    )
+    default_class = _NEW_DECODER_PACKAGE + "StringDecoder"
+    for side in ("key", "value"):
+        dump.add_argument(
+            f"--{side}-decoder-class",
+            nargs="?",
+            const=default_class,
+            metavar="CLASS",
+            help=f"Kafka's decoder class for {side}s: (org.apache.kafka.tools.api. or kafka.serializer.)"
+            "StringDecoder, IntegerDecoder, LongDecoder or DefaultDecoder (shown as hex)",
+        )
+        dump.add_argument(
+            f"--{side}-decoder",
+            choices=sorted(_SHORTHAND_DECODERS),
+            help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log)",
+        )
+    dump.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="parse records as __consumer_offsets offset commits and group metadata",
+    )
+    dump.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="parse records as __transaction_state transaction metadata",
+    )
+    dump.add_argument("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
+    dump.add_argument(
+        "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
+    )
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
+    if args.cluster_metadata_decoder:
+        parser.error("--cluster-metadata-decoder (KRaft metadata records) is not supported by kafkalog")
+    deprecations: list[tuple[str, str]] = []
+    decoders: dict[str, Callable[[bytes], _Datum] | None] = {}
+    # Kafka builds the value decoder first, then the key decoder (deprecation notes follow suit).
+    for side in ("value", "key"):
+        class_name = getattr(args, f"{side}_decoder_class")
+        shorthand = getattr(args, f"{side}_decoder")
+        if class_name is not None and shorthand is not None:
+            parser.error(f"--{side}-decoder-class and --{side}-decoder cannot be used together")
+        if shorthand is not None:
+            decoders[side] = _SHORTHAND_DECODERS[shorthand]
+            continue
+        class_name = class_name or _NEW_DECODER_PACKAGE + "StringDecoder"
+        try:
+            decoders[side] = _decoder_for_class(class_name)
+        except ValueError:
+            parser.error(
+                f"unknown decoder class {class_name}: kafkalog knows StringDecoder, IntegerDecoder, LongDecoder and "
+                f"DefaultDecoder of {_NEW_DECODER_PACKAGE.rstrip('.')} (or the deprecated kafka.serializer)"
+            )
+        if class_name.startswith(_OLD_DECODER_PACKAGE):
+            deprecations.append((class_name, _NEW_DECODER_PACKAGE + class_name[len(_OLD_DECODER_PACKAGE) :]))
+    parser_obj: object
+    if args.offsets_decoder:
+        parser_obj, deprecations = _OffsetsParser(), []
+    elif args.transaction_log_decoder:
+        parser_obj, deprecations = _TransactionLogParser(), []
+    else:
+        parser_obj = _DecoderParser(decoders["key"], decoders["value"])
+    # Kafka: any decoder option implies --print-data-log, which implies --deep-iteration.
+    decoder_options = [f"{side}_decoder{kind}" for side in ("key", "value") for kind in ("", "_class")]
+    print_data = (
+        args.print_data_log
+        or args.offsets_decoder
+        or args.transaction_log_decoder
+        or any(getattr(args, name) is not None for name in decoder_options)
+    )
+    files = [f for group in args.files for f in group.split(",") if f]
+    if not files:
+        parser.error("--files names no file")
+    return _Options(
+        files=files,
+        deep=args.deep_iteration or print_data,
+        print_data=print_data,
+        verify_only=args.verify_index_only,
+        sanity_only=args.index_sanity_check,
+        skip_metadata=args.skip_record_metadata,
+        max_message_size=args.max_message_size,
+        # Kafka reports trailing bytes only when --max-bytes is left at Integer.MAX_VALUE.
+        max_bytes=None if args.max_bytes == _INT32_MAX else args.max_bytes,
+        parser=parser_obj,
+        deprecations=deprecations,
+    )
+
+
+def _utf8(stream: IO[str]) -> tuple[IO[str], bool]:
+    """``stream``, or a UTF-8 writer over its buffer when its encoding is another (Kafka writes
+    UTF-8 on any sane JVM); and whether it was wrapped (and must be detached after use)."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    buffer = getattr(stream, "buffer", None)
+    if encoding == "utf8" or buffer is None:
+        return stream, False
+    stream.flush()
+    return io.TextIOWrapper(buffer, encoding="utf-8", errors="replace", newline="\n", write_through=True), True
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Run a subcommand (``dump``); return the exit status.
+
+    Args:
+        argv: the arguments after the program name, starting with the subcommand.
+        stdout, stderr: where to write (default: the process's streams).
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        options = _options(parser, args)
+    except SystemExit as e:  # usage errors (2) and --help (0)
+        return e.code if isinstance(e.code, int) else 2
+    out_stream, out_wrapped = _utf8(stdout or sys.stdout)
+    err_stream, err_wrapped = _utf8(stderr or sys.stderr)
+    output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
+    try:
+        return _Dump(options, output).run()  # type: ignore[arg-type]
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        finally:
+            os.close(devnull)
+        return 1
+    finally:
+        for stream, wrapped in ((out_stream, out_wrapped), (err_stream, err_wrapped)):
+            if wrapped:
+                try:
+                    stream.flush()
+                except OSError:
+                    pass
+                stream.detach()  # type: ignore[attr-defined]  # leave the process's stream open
