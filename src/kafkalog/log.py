@@ -477,6 +477,7 @@ class Log:
         self._high_watermark: int | None = None
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
+        self._truncations = 0  # bumped by every truncation; a flush racing one does not count
         self._scheduler = _Scheduler(f"kafkalog-{directory.name}")
         if rebuild_epochs:
             self._rebuild_leader_epochs()
@@ -725,7 +726,10 @@ class Log:
                 source,
                 duplicate=True,
             )
-        count = sum(b.last_offset - b.base_offset + 1 if b.magic >= MAGIC_V2 else 1 for b in batches)
+        if assign_offsets:
+            count = last_offset + 1 - first_offset
+        else:
+            count = sum(b.count if b.count is not None else len(b.records()) for b in batches)
         segment = self._maybe_roll(size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now)
         self._assign_epochs(batches)
         position = segment.size
@@ -767,6 +771,9 @@ class Log:
         try:
             if segment.log.size_in_bytes > position:
                 segment.log.truncate_to(position)
+            fd = segment.log.fileno()
+            if not self.config.preallocate and os.fstat(fd).st_size > position:
+                os.ftruncate(fd, position)  # the part of a short write that did land
             segment.offset_index.truncate_to(self._end.offset)
             segment.time_index.truncate_to(self._end.offset)
         except OSError:
@@ -889,13 +896,14 @@ class Log:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        self.flush(base_offset, _including=False)
+        self.flush(base_offset)
 
     # -- flushing ----------------------------------------------------------------------------
 
-    def flush(self, up_to: int | None = None, *, _including: bool = False) -> None:
+    def flush(self, up_to: int | None = None) -> None:
         """fsync everything below ``up_to`` (default: the log end offset) and the directory, and
-        move the recovery point there.
+        move the recovery point there. The fsyncs run outside the log's lock (as Kafka's), so
+        appends go on meanwhile.
 
         Raises:
             OSError: an fsync failed; the recovery point does not move.
@@ -904,12 +912,20 @@ class Log:
             if self._closed:
                 return
             offset = self._end.offset if up_to is None else min(up_to, self._end.offset)
-            flush_offset = offset + 1 if _including else offset
-            if flush_offset <= self._recovery_point:
+            if offset <= self._recovery_point:
                 return
-            for segment in self._segments.values(self._recovery_point, flush_offset):
+            generation = self._truncations
+            segments = self._segments.values(self._recovery_point, offset)
+        for segment in segments:
+            try:
                 segment.flush()
-            _fsync_dir(self.directory)
+            except LogClosedError:
+                # Deleted meanwhile (retention or truncation): nothing of it is left to flush.
+                continue
+        _fsync_dir(self.directory)
+        with self._lock:
+            if self._closed or generation != self._truncations or offset <= self._recovery_point:
+                return
             self._recovery_point = offset
             self._last_flush_ms = self._clock()
             # Checkpoint the recovery point once it reaches a new segment: that bounds recovery
@@ -1060,6 +1076,7 @@ class Log:
             if self._segments.first.base_offset > offset:  # type: ignore[union-attr]
                 self._truncate_fully(offset, offset)
                 return True
+            self._truncations += 1
             doomed = [s for s in self._segments.values() if s.base_offset > offset]
             self._remove_and_delete_segments(doomed)
             active = self._segments.last
@@ -1096,6 +1113,7 @@ class Log:
             self._truncate_fully(offset, offset)
 
     def _truncate_fully(self, offset: int, log_start: int) -> None:
+        self._truncations += 1
         segments = self._segments.values()
         self._remove_and_delete_segments(segments[:-1])
         self._create_and_delete_segment(offset, segments[-1])
