@@ -1,32 +1,51 @@
 """kafkalog: Apache Kafka's on-disk log layer, byte for byte.
 
 The public API (see docs/ and DESIGN): records of every magic over memory or files, the
-builder and the enums; indexes, log segments and their configuration. This module holds no logic; it re-exports.
+builder and the enums; columnar decoding; indexes, log segments, the partition log and its
+configuration; the errors. This module holds no logic; it re-exports.
 """
 
 from __future__ import annotations
 
 from .builder import RecordBatchBuilder
+from .columnar import RecordColumns, decode_columns
 from .compression import Compression
 from .config import LogConfig
 from .errors import (
+    CorruptCheckpointError,
     CorruptIndexError,
     CorruptRecordError,
+    DuplicateSequenceError,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTxnStateError,
     KafkalogError,
     LogClosedError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     TruncatedRecordError,
+    UnexpectedAppendOffsetError,
     UnsupportedCodecError,
 )
 from .file_records import FileRecords
 from .index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
 from .legacy import LegacyRecordBatch
+from .log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Log,
+    LogAppendInfo,
+    LogOffsetMetadata,
+)
 from .record import ControlRecord, ControlRecordType, Header, Record, RecordBatch, TimestampType
 from .recordbatch import DefaultRecordBatch
 from .records import MemoryRecords, Records
+from .retention import Deletion, RetentionPlan
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 
 __version__ = "0.1.0"
@@ -55,6 +74,16 @@ __all__ = [
     "LogOffsetPosition",
     "TimestampAndOffset",
     "LogConfig",
+    "Log",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "RetentionPlan",
+    "Deletion",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "RecordColumns",
+    "decode_columns",
     "KafkalogError",
     "TruncatedRecordError",
     "CorruptRecordError",
@@ -65,4 +94,12 @@ __all__ = [
     "UnsupportedCodecError",
     "InvalidConfigError",
     "LogClosedError",
+    "CorruptCheckpointError",
+    "OffsetOutOfRangeError",
+    "UnexpectedAppendOffsetError",
+    "InvalidTimestampError",
+    "InvalidProducerEpochError",
+    "OutOfOrderSequenceError",
+    "DuplicateSequenceError",
+    "InvalidTxnStateError",
 ]

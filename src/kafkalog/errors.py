@@ -90,6 +90,20 @@ class InvalidOffsetError(KafkalogError, ValueError):
     """An offset that goes backwards, overflows, or lies outside what is asked of."""
 
 
+class OffsetOutOfRangeError(InvalidOffsetError):
+    """A read, truncation or log start offset outside the log (Kafka's ``OffsetOutOfRangeException``)."""
+
+
+class UnexpectedAppendOffsetError(InvalidOffsetError):
+    """Already-offset batches that do not continue the log (Kafka's
+    ``UnexpectedAppendOffsetException``)."""
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A record timestamp outside the configured bounds, or LogAppendTime set by a producer
+    (Kafka's ``InvalidTimestampException``)."""
+
+
 class RecordTooLargeError(KafkalogError):
     """A batch, or its decompressed content, is larger than the configured limit."""
 

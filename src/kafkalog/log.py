@@ -56,8 +56,10 @@ from .errors import (
     InvalidOffsetError,
     KafkalogError,
     LogClosedError,
+    OffsetOutOfRangeError,
     RecordTooLargeError,
     TruncatedRecordError,
+    UnexpectedAppendOffsetError,
 )
 from .file_records import FileRecords
 from .filenames import DELETED_SUFFIX
@@ -98,15 +100,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _LOCK_FILE = ".lock"
 _INT32_MAX = 2**31 - 1
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-
-
-class OffsetOutOfRangeError(InvalidOffsetError):
-    """A read or truncation asked for an offset outside the log (Kafka's
-    ``OffsetOutOfRangeException``)."""
-
-
-class UnexpectedAppendOffsetError(InvalidOffsetError):
-    """Already-offset batches do not continue the log (Kafka's ``UnexpectedAppendOffsetException``)."""
 
 
 class LogOffsetMetadata(NamedTuple):

@@ -37,7 +37,7 @@ from typing import NamedTuple
 from .builder import RecordBatchBuilder
 from .compression import Compression, decompress
 from .config import LogConfig
-from .errors import InvalidRecordError, KafkalogError, RecordTooLargeError
+from .errors import InvalidRecordError, InvalidTimestampError, KafkalogError, RecordTooLargeError
 from .legacy import LegacyRecordBatch
 from .record import LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
 from .recordbatch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
@@ -48,11 +48,6 @@ _INT64 = struct.Struct(">q")
 _LEGACY_ATTRIBUTES = 17
 _LEGACY_TIMESTAMP = 18
 _LEGACY_TIMESTAMP_TYPE_BIT = 0x08
-
-
-class InvalidTimestampError(InvalidRecordError):
-    """A record's timestamp is outside the configured bounds, or a producer set LogAppendTime
-    (Kafka's ``InvalidTimestampException``)."""
 
 
 class ValidationResult(NamedTuple):
