@@ -925,3 +925,12 @@ class LogModel(RuleBasedStateMachine):
 
 TestLogModel = LogModel.TestCase
 TestLogModel.settings = examples(20)
+
+
+def test_main_job_builds_and_summarises_a_sample_partition(tmp_path, capsys) -> None:
+    from kafkalog.__main__ import main
+
+    assert main(["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "sample-0: offsets [0, 69)" in out and "all CRCs NOT valid" not in out
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()

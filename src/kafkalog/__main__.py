@@ -1,8 +1,8 @@
-"""``python -m kafkalog``: build a sample segment with every magic and codec, or summarise
+"""``python -m kafkalog``: build a sample partition log with every magic and codec, or summarise
 existing ``.log`` files.
 
-    python -m kafkalog                     # write a sample segment to a temp dir and summarise it
-    python -m kafkalog --out DIR           # ... keeping it in DIR
+    python -m kafkalog                     # write a sample partition log to a temp dir, reopen it, summarise it
+    python -m kafkalog --out DIR           # ... keeping it in DIR (DIR/sample-0)
     python -m kafkalog FILE.log [...]      # summarise segments Kafka (or kafkalog) wrote
     python -m kafkalog dump --files F,...  # Kafka's kafka-dump-log.sh (kafkalog.cli)
 
@@ -17,24 +17,26 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from . import Compression, ControlRecordType, FileRecords, KafkalogError, RecordBatchBuilder, TimestampType, cli
+from . import Compression, ControlRecordType, FileRecords, KafkalogError, Log, LogConfig, RecordBatchBuilder, TimestampType, cli
+from .producer_state import AppendOrigin
 
-_SEGMENT_NAME = "00000000000000000000.log"
+_PARTITION = "sample-0"
 
 
-def build_sample(path: str) -> int:
-    """Write a sample segment holding a batch of every (magic, codec) pair Kafka allows, plus
-    a transactional batch and its COMMIT marker; return the number of batches written."""
-    offset = 0
-    batches = 0
+def build_sample(directory: str) -> int:
+    """Write a sample partition through :class:`~kafkalog.log.Log` (offsets assigned, every
+    batch validated, segments rolled at 4 KiB): a batch of every (magic, codec) pair Kafka
+    allows, then a transactional batch and its COMMIT marker. Return the batches appended."""
     base_ts = 1_700_000_000_000
-    with FileRecords.open(path, create=True) as out:
-        out.truncate_to(0)
+    batches = 0
+    log = Log.open(os.path.join(directory, _PARTITION), LogConfig(segment_bytes=4096))
+    try:
         for magic in (0, 1, 2):
             for codec in Compression:
                 if codec is Compression.ZSTD and magic < 2:
                     continue
-                builder = RecordBatchBuilder(magic, codec, base_offset=offset)
+                builder = RecordBatchBuilder(magic, codec)
+                offset = log.log_end_offset
                 for i in range(5):
                     headers = [("source", b"kafkalog-sample")] if magic == 2 else []
                     builder.append(
@@ -43,26 +45,41 @@ def build_sample(path: str) -> int:
                         timestamp=base_ts + offset + i,
                         headers=headers,
                     )
-                records = builder.build()
-                out.append(records)
-                batches += sum(1 for _ in records.batches())
-                offset += 5
+                log.append(builder.build())
+                batches += 1
         txn = RecordBatchBuilder(
-            2, Compression.LZ4, base_offset=offset, producer_id=4242, producer_epoch=0, base_sequence=0,
+            2, Compression.LZ4, producer_id=4242, producer_epoch=0, base_sequence=0,
             is_transactional=True, timestamp_type=TimestampType.CREATE_TIME,
         )
         for i in range(3):
-            txn.append(b"txn-key", f"transactional {i}".encode(), timestamp=base_ts + offset + i)
-        out.append(txn.build())
-        offset += 3
-        out.append(
-            RecordBatchBuilder.end_transaction_marker(
-                ControlRecordType.COMMIT, producer_id=4242, producer_epoch=0, coordinator_epoch=7,
-                timestamp=base_ts + offset, base_offset=offset,
-            )
+            txn.append(b"txn-key", f"transactional {i}".encode(), timestamp=base_ts + log.log_end_offset + i)
+        log.append(txn.build())
+        marker = RecordBatchBuilder.end_transaction_marker(
+            ControlRecordType.COMMIT, producer_id=4242, producer_epoch=0, coordinator_epoch=7,
+            timestamp=base_ts + log.log_end_offset,
         )
-        out.flush()
+        log.append(marker, origin=AppendOrigin.COORDINATOR)
+    finally:
+        log.close()
     return batches + 2
+
+
+def summarise_partition(directory: str, out=sys.stdout) -> bool:
+    """Reopen the partition log in ``directory`` (recovering it if needed) and summarise each
+    segment; False if anything is not clean."""
+    ok = True
+    log = Log.open(directory)
+    try:
+        print(
+            f"{directory}: offsets [{log.log_start_offset}, {log.log_end_offset}), {len(log.segments)} segments, "
+            f"last stable offset {log.last_stable_offset}",
+            file=out,
+        )
+        for segment in log.segments:
+            ok = summarise(segment.log.path, out) and ok
+    finally:
+        log.close()
+    return ok
 
 
 def summarise(path: str, out=sys.stdout) -> bool:
@@ -99,20 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli.main(argv)
     parser = argparse.ArgumentParser(prog="kafkalog", description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help=".log segment files to summarise (default: build a sample)")
-    parser.add_argument("--out", help="directory to write the sample segment to (default: a temp dir)")
+    parser.add_argument("--out", help="log directory to write the sample partition to (default: a temp dir)")
     args = parser.parse_args(argv)
     try:
         if args.files:
             return 0 if all([summarise(f) for f in args.files]) else 1
         if args.out:
             os.makedirs(args.out, exist_ok=True)
-            path = os.path.join(args.out, _SEGMENT_NAME)
-            build_sample(path)
-            return 0 if summarise(path) else 1
+            build_sample(args.out)
+            return 0 if summarise_partition(os.path.join(args.out, _PARTITION)) else 1
         with tempfile.TemporaryDirectory(prefix="kafkalog-sample-") as tmp:
-            path = os.path.join(tmp, _SEGMENT_NAME)
-            build_sample(path)
-            return 0 if summarise(path) else 1
+            build_sample(tmp)
+            return 0 if summarise_partition(os.path.join(tmp, _PARTITION)) else 1
     except (KafkalogError, OSError) as e:
         print(f"kafkalog: {e}", file=sys.stderr)
         return 1
