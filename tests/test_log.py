@@ -8,6 +8,7 @@ import os
 import shutil
 import struct
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -580,10 +581,9 @@ def test_roll_snapshots_producer_state_and_flushes_in_the_background(open_log) -
     log.roll()
     assert (log.directory / "00000000000000000002.snapshot").exists()
     log.append(batch(2))
-    for _ in range(200):
-        if log.recovery_point == 2:
-            break
-        threading.Event().wait(0.01)
+    deadline = time.monotonic() + 15  # the flush is an fsync on a background thread
+    while log.recovery_point != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert log.recovery_point == 2
     assert OffsetCheckpointFile(log.directory.parent / "recovery-point-offset-checkpoint").read()[("topic", 0)] == 2
 

@@ -64,9 +64,10 @@ def build_sample(directory: str) -> int:
     return batches + 2
 
 
-def summarise_partition(directory: str, out=sys.stdout) -> bool:
+def summarise_partition(directory: str, out=None) -> bool:
     """Reopen the partition log in ``directory`` (recovering it if needed) and summarise each
     segment; False if anything is not clean."""
+    out = out or sys.stdout
     ok = True
     log = Log.open(directory)
     try:
@@ -82,8 +83,9 @@ def summarise_partition(directory: str, out=sys.stdout) -> bool:
     return ok
 
 
-def summarise(path: str, out=sys.stdout) -> bool:
+def summarise(path: str, out=None) -> bool:
     """Print one line per batch of the segment at ``path`` and a total; False if it is not clean."""
+    out = out or sys.stdout
     ok = True
     records = batches = 0
     print(f"{path}", file=out)
