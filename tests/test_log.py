@@ -4,18 +4,15 @@ model of the whole log; directories real brokers and Kafka 3.8 wrote."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from conftest import DATA, MATRIX, examples
 from kafkalog import (
@@ -34,7 +31,7 @@ from kafkalog.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from kafkalog.config import LogConfig
 from kafkalog.errors import InvalidOffsetError, InvalidProducerEpochError, KafkalogError, LogClosedError, OutOfOrderSequenceError
 from kafkalog.index import AbortedTxn
-from kafkalog.legacy import encode_message, encode_message_set
+from kafkalog.legacy import encode_message_set
 from kafkalog.log import (
     CLEAN_SHUTDOWN_FILE,
     EARLIEST_TIMESTAMP,
