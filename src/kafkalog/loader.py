@@ -7,9 +7,11 @@
 2. **Interrupted swaps**: the remaining ``.swap`` segments are complete (the cleaner renames
    ``.cleaned`` to ``.swap`` only after flushing), so the files of the old segments in their
    offset range are deleted and every ``.swap`` file is renamed into place.
-3. **Segments**: orphan index files (no ``.log``) are deleted; every ``.log`` is opened, a
-   missing time index is created empty, and a missing offset index or an index that fails its
-   sanity check has its segment recovered (indexes rebuilt from the log).
+3. **Segments**: orphan index files (no ``.log``) are deleted; every ``.log`` is opened (its
+   indexes lazily), a missing time index is created empty, and a missing offset index or a
+   transaction index that fails its sanity check has its segment recovered (indexes rebuilt from
+   the log). As in Kafka 3.x the offset and time indexes are not checked here: those after the
+   recovery point are rebuilt anyway, and the others are trusted until used.
 4. **Recovery** (unless the clean-shutdown marker was present): every segment from the one
    holding the recovery point on is recovered — batches validated, indexes rebuilt, producer
    state and leader epochs replayed, the invalid tail truncated. After a truncation the later
@@ -47,7 +49,7 @@ from .filenames import (
     TXN_INDEX_SUFFIX,
     log_file,
     offset_from_file,
-    time_index_file,
+
 )
 from .leader_epoch import LeaderEpochFileCache
 from .producer_state import ProducerStateManager
@@ -88,6 +90,13 @@ def _offset_or_none(path: Path) -> int | None:
         return None
 
 
+def _files(directory: Path) -> list[Path]:
+    """The regular files of ``directory``, sorted by name (one listing)."""
+    with os.scandir(directory) as entries:
+        names = sorted(e.name for e in entries if e.is_file())
+    return [directory / name for name in names]
+
+
 def _strip(name: str, suffix: str) -> str:
     return name[: -len(suffix)] if name.endswith(suffix) else name
 
@@ -97,9 +106,7 @@ def _remove_temp_files_and_collect_swap_files(directory: Path) -> list[Path]:
     swap: list[Path] = []
     cleaned: list[Path] = []
     min_cleaned: int | None = None
-    for path in sorted(directory.iterdir()):
-        if not path.is_file():
-            continue
+    for path in _files(directory):
         name = path.name
         if name.endswith(DELETED_SUFFIX):
             _log.info("deleting stray temporary file %s", path)
@@ -149,15 +156,15 @@ def _complete_swaps(directory: Path, swap_files: list[Path]) -> None:
     hi = max(_next_offset_of(p) for p in logs)
     for path in logs:
         _log.info("found log file %s from an interrupted swap; recovering it by renaming", path)
-    for path in sorted(directory.iterdir()):
-        if not path.is_file() or path.name.endswith(SWAP_SUFFIX):
+    for path in _files(directory):
+        if path.name.endswith(SWAP_SUFFIX):
             continue
         offset = _offset_or_none(path)
         if offset is not None and lo <= offset < hi:
             _log.info("deleting segment file %s, compacted but not yet deleted", path)
             path.unlink(missing_ok=True)
-    for path in sorted(directory.iterdir()):
-        if path.is_file() and path.name.endswith(SWAP_SUFFIX):
+    for path in _files(directory):
+        if path.name.endswith(SWAP_SUFFIX):
             os.replace(path, path.with_name(_strip(path.name, SWAP_SUFFIX)))
 
 
@@ -167,13 +174,13 @@ def _open_segments(
     """Step 3 (Kafka's ``loadSegmentFiles``): the segments, and those whose indexes need rebuilding."""
     segments = LogSegments()
     broken: list[LogSegment] = []
-    for path in sorted(directory.iterdir()):
-        if not path.is_file():
-            continue
+    files = _files(directory)
+    names = {path.name for path in files}
+    for path in files:
         name = path.name
         if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
             offset = _offset_or_none(path)
-            if offset is not None and not log_file(directory, offset).exists():
+            if offset is not None and log_file(directory, offset).name not in names:
                 _log.warning("found an orphaned index file %s with no log file; deleting it", path)
                 path.unlink(missing_ok=True)
             continue
@@ -182,8 +189,9 @@ def _open_segments(
         base = _offset_or_none(path)
         if base is None:
             continue
-        time_index_created = not time_index_file(directory, base).exists()
-        offset_index_missing = not path.with_name(name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX).exists()
+        stem = name[: -len(LOG_SUFFIX)]
+        time_index_created = stem + TIME_INDEX_SUFFIX not in names
+        offset_index_missing = stem + INDEX_SUFFIX not in names
         segment = LogSegment.open(directory, base, config, roll_jitter_ms=jitter(), clock=clock)
         try:
             if offset_index_missing:
@@ -191,8 +199,9 @@ def _open_segments(
             if time_index_created:
                 # Kafka: a segment from before time indexes gets an empty one.
                 segment.time_index.resize(0)
-            segment.offset_index.sanity_check()
-            segment.time_index.sanity_check()
+            # Kafka 3.x checks only the transaction index here: the segments after the recovery
+            # point are recovered anyway, and the others' indexes open lazily on first use
+            # (which is what makes opening a log of thousands of segments fast).
             segment.txn_index.sanity_check()
         except KafkalogError as e:
             _log.warning("segment %s needs its indexes rebuilt: %s", path, e)
@@ -256,13 +265,14 @@ def _recover_segment(
     segment: LogSegment,
     segments: LogSegments,
     log_start_offset: int,
-    directory: Path,
+    state: ProducerStateManager,
     leader_epoch_cache: LeaderEpochFileCache | None,
     now_ms: int,
 ) -> int:
     """Kafka's ``LogLoader.recoverSegment``: producer state as of the segment's start (from the
-    snapshots), then the segment's recovery, then a snapshot so the next one starts from here."""
-    state = ProducerStateManager(directory)
+    snapshots), then the segment's recovery, then a snapshot so the next one starts from here.
+    ``state`` is a manager for recovery only (Kafka makes a fresh one per segment; one carried
+    from segment to segment reaches the same state without listing the snapshots again)."""
     rebuild_producer_state(state, segments, log_start_offset, segment.base_offset, now_ms)
     truncated = segment.recover(producer_state=state, leader_epoch_cache=leader_epoch_cache)
     state.take_snapshot()
@@ -305,19 +315,25 @@ def load_log(
     segments, broken = _open_segments(directory, config, clock, jitter)
 
     recovered = truncated_total = deleted = 0
-    for segment in broken:
-        truncated_total += _recover_segment(
-            segment, segments, log_start_offset_checkpoint, directory, leader_epoch_cache, now_ms
+    recovery_state: ProducerStateManager | None = None
+
+    def recover(segment: LogSegment) -> int:
+        nonlocal recovery_state
+        if recovery_state is None:
+            recovery_state = ProducerStateManager(directory)
+        return _recover_segment(
+            segment, segments, log_start_offset_checkpoint, recovery_state, leader_epoch_cache, now_ms
         )
+
+    for segment in broken:
+        truncated_total += recover(segment)
         recovered += 1
 
     if not had_clean_shutdown:
         unflushed = segments.values(recovery_point_checkpoint)
         for i, segment in enumerate(unflushed):
             _log.info("recovering unflushed segment %s (%d/%d)", segment.log.path, i, len(unflushed))
-            truncated = _recover_segment(
-                segment, segments, log_start_offset_checkpoint, directory, leader_epoch_cache, now_ms
-            )
+            truncated = recover(segment)
             recovered += 1
             truncated_total += truncated
             if truncated > 0:
