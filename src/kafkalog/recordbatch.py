@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from . import crc as _crc
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, codec_for_id, compress, decompress
@@ -41,6 +42,7 @@ from .record import (
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_SEQUENCE,
+    NO_TIMESTAMP,
     ControlRecord,
     Header,
     Record,
@@ -325,6 +327,46 @@ class DefaultRecordBatch(RecordBatch):
             ) from None
 
 
+    def scan(self) -> RecordScan:
+        """Check every record's framing exactly as :meth:`records` does, without building
+        records: the validation a broker needs of an append, at a fraction of the cost.
+
+        Raises:
+            The errors of :meth:`records`.
+        """
+        f = self._fields
+        count = f[12]
+        if count < 0:
+            raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
+        if count == 0:
+            return RecordScan(NO_TIMESTAMP, NO_TIMESTAMP, False, True)
+        data, start, end = self._payload()
+        try:
+            lo, hi, null_key, sequential = _walk_records(data, start, end, count)
+        except _RecordError as e:
+            if f[5] & COMPRESSION_CODEC_MASK == 0:
+                raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + RECORDS_OFFSET) from None
+            raise self._err(
+                InvalidRecordError,
+                f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
+                RECORDS_OFFSET,
+            ) from None
+        if f[5] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record reports the batch's time
+            return RecordScan(f[8], f[8], null_key, sequential)
+        return RecordScan(f[7] + lo, f[7] + hi, null_key, sequential)
+
+
+class RecordScan(NamedTuple):
+    """What :meth:`DefaultRecordBatch.scan` found: the records' smallest and largest timestamps
+    (as the records report them), whether any record has a null key, and whether the offset
+    deltas are 0, 1, 2, ... (as a producer writes them)."""
+
+    min_timestamp: int
+    max_timestamp: int
+    null_key: bool
+    sequential: bool
+
+
 class _RecordError(Exception):
     def __init__(self, reason: str, index: int, pos: int) -> None:
         self.reason, self.index, self.pos = reason, index, pos
@@ -517,6 +559,106 @@ def _decode_records(
     if pos != end:
         raise _RecordError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
     return records
+
+
+def _walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, bool, bool]:
+    """:func:`_decode_records` without the records: the same checks, returning the smallest
+    and largest timestamp delta, whether a key is null and whether the offset deltas are
+    0, 1, 2, ..."""
+    slow = _varint_slow
+    zz = _ZIGZAG
+    min_body = _MIN_RECORD_BODY
+    lo, hi = 2**63, -(2**63)
+    null_key = False
+    sequential = True
+    i = 0
+    try:
+        if count > (end - pos) // (min_body + 1):
+            raise _RecordError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
+        for i in range(count):
+            rstart = pos
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    length = zz[(b & 0x7F) | (b2 << 7)]
+                    pos += 2
+                else:
+                    length, pos = slow(data, pos, 5)
+            rend = pos + length
+            if length < min_body or rend > end:
+                raise _RecordError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
+            b = data[pos + 1]
+            if b < 0x80:
+                ts_delta = zz[b]
+                pos += 2
+            else:
+                b2 = data[pos + 2]
+                if b2 < 0x80:
+                    ts_delta = zz[(b & 0x7F) | (b2 << 7)]
+                    pos += 3
+                else:
+                    ts_delta, pos = slow(data, pos + 1, 10)
+            if ts_delta < lo:
+                lo = ts_delta
+            if ts_delta > hi:
+                hi = ts_delta
+            b = data[pos]  # the offset delta
+            if b < 0x80:
+                delta = zz[b]
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    delta = zz[(b & 0x7F) | (b2 << 7)]
+                    pos += 2
+                else:
+                    delta, pos = slow(data, pos, 5)
+            if delta != i:
+                sequential = False
+            for what in ("key", "value"):
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                else:
+                    b2 = data[pos + 1]
+                    if b2 < 0x80:
+                        n = zz[(b & 0x7F) | (b2 << 7)]
+                        pos += 2
+                    else:
+                        n, pos = slow(data, pos, 5)
+                if n >= 0:
+                    if n > rend - pos:
+                        raise _RecordError(f"{what} size {n} runs past the record", i, pos)
+                    pos += n
+                elif n == -1:
+                    if what == "key":
+                        null_key = True
+                else:
+                    raise _RecordError(f"invalid {what} size {n}", i, pos)
+            if data[pos] == 0:
+                pos += 1
+            else:
+                _, pos = _decode_headers(data, pos, rend, i)
+            if pos != rend:
+                raise _RecordError(
+                    f"expected to read {length} bytes in record payload, but instead read {pos - rend + length}",
+                    i,
+                    rstart,
+                )
+    except IndexError:
+        raise _RecordError(f"premature end of the batch after {i} of {count} records", i, end) from None
+    except _RecordError as e:
+        if e.index < 0:
+            e.index = i
+        raise
+    if pos != end:
+        raise _RecordError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
+    return lo, hi, null_key, sequential
 
 
 # ----------------------------------------------------------------------------------------------

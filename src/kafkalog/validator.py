@@ -186,15 +186,28 @@ def _assign_v2(
     log_append = config.log_append_time
     check_keys = config.compact
     max_ts, max_ts_offset = NO_TIMESTAMP, -1
+    create_time = not log_append
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     for batch in batches:
-        records = batch.records()
-        batch_max = _check_records(batch, records, config, now_ms, check_keys)
-        if batch.compression is not Compression.NONE and any(r.offset - batch.base_offset != i for i, r in enumerate(records)):
+        # The framing walk checks every record as decoding would, without building them; the
+        # records are decoded only when a rule needs a closer look (to name the record) or the
+        # batch must be rebuilt.
+        scan = batch.scan()  # type: ignore[attr-defined]
+        clean = not (check_keys and scan.null_key) and batch.timestamp_type != TimestampType.LOG_APPEND_TIME
+        if clean and create_time:
+            clean = now_ms - scan.min_timestamp <= before and scan.max_timestamp - now_ms <= after
+        records: Sequence[Record] | None = None
+        if clean:
+            batch_max = scan.max_timestamp
+        else:
+            records = batch.records()
+            batch_max = _check_records(batch, records, config, now_ms, check_keys)
+        count = batch.count
+        if batch.compression is not Compression.NONE and not scan.sequential:
             # Kafka rebuilds a compressed batch whose offset deltas are not 0, 1, 2, ... (the one
             # batch of the append, so it is returned alone).
-            return _rebuild_v2(batch, records, offset, config, now_ms, leader_epoch, batch_max)
+            return _rebuild_v2(batch, records or batch.records(), offset, config, now_ms, leader_epoch, batch_max)
         pos = batch.position
-        count = len(records)
         last = offset + count - 1
         set_base_offset(buf, pos, last - batch.last_offset_delta)
         if leader_epoch is not None:
