@@ -22,10 +22,9 @@
 6. **Leader epochs** are truncated to the log's offset range and **producer state** is rebuilt
    from the newest usable snapshot plus the batches after it.
 
-Where kafkalog differs from Kafka: a batch whose offsets go backwards, or fall below the segment's
-base offset, ends the valid part of a segment during recovery (Kafka drops the whole segment);
-a segment whose offsets overflow its 32-bit range (data written by brokers before 0.11) is
-refused with a clear error instead of being split.
+Where kafkalog differs from Kafka: a batch whose offsets go backwards, fall below the segment's
+base offset or overflow its 32-bit range ends the valid part of a segment during recovery (Kafka
+drops the whole segment, or splits one written by brokers before 0.11).
 """
 
 from __future__ import annotations
@@ -305,7 +304,6 @@ def load_log(
         jitter: each segment's roll jitter.
 
     Raises:
-        KafkalogError: a segment whose offsets overflow its relative range.
         OSError: the directory could not be read or written.
     """
     directory = Path(directory)
@@ -320,7 +318,9 @@ def load_log(
     def recover(segment: LogSegment) -> int:
         nonlocal recovery_state
         if recovery_state is None:
-            recovery_state = ProducerStateManager(directory)
+            recovery_state = ProducerStateManager(
+                directory, producer_id_expiration_ms=producer_state.producer_id_expiration_ms
+            )
         return _recover_segment(
             segment, segments, log_start_offset_checkpoint, recovery_state, leader_epoch_cache, now_ms
         )
@@ -379,7 +379,7 @@ def load_log(
     log_start = max(log_start_offset_checkpoint, segments.first.base_offset)  # type: ignore[union-attr]
     if leader_epoch_cache is not None:
         leader_epoch_cache.truncate_from_end(log_end)
-        leader_epoch_cache.truncate_from_start(log_start_offset_checkpoint)
+        leader_epoch_cache.truncate_from_start(log_start)
 
     producer_state.remove_stray_snapshots(segments.base_offsets())
     rebuild_producer_state(

@@ -175,6 +175,7 @@ class _LogDir:
         self.open_logs: set[tuple[str, int]] = set()
         self.recovered: set[str] = set()  # partition directory names opened by this process
         self._lock_fd: int | None = None
+        self.unclean = False
         marker = path / CLEAN_SHUTDOWN_FILE
         self.clean_at_start = marker.exists()
 
@@ -186,6 +187,8 @@ class _LogDir:
             if state is None:
                 state = cls(Path(key))
                 state._take_lock_file()
+                for file in (state.recovery_points, state.log_starts):
+                    _remove_stray_tmp(file.path)  # a kill inside write_atomically
                 cls._registry[key] = state
             if tp in state.open_logs:
                 raise KafkalogError(f"partition {tp[0]}-{tp[1]} is already open in this process", file=key)
@@ -252,13 +255,16 @@ class _LogDir:
             self.open_logs.discard(tp)
             if clean:
                 self.recovered.add(directory_name)
+            else:
+                self.recovered.discard(directory_name)
+                self.unclean = True  # a log that failed to close: no marker for the directory
             if self.open_logs:
                 return
             key = str(self.path)
             if self._registry.get(key) is self:
                 del self._registry[key]
             try:
-                if clean and self._all_partitions_clean():
+                if clean and not self.unclean and self._all_partitions_clean():
                     marker = self.path / CLEAN_SHUTDOWN_FILE
                     with open(marker, "wb") as f:
                         f.write(b'{"version":0,"brokerEpoch":-1}')
@@ -277,6 +283,12 @@ class _LogDir:
             if entry.is_dir() and _PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
                 return False
         return True
+
+
+def _remove_stray_tmp(path: Path) -> None:
+    """Delete ``<checkpoint>.tmp`` left by a kill during an atomic write (never read; Kafka
+    overwrites it at its next write, kafkalog removes it at once)."""
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -440,6 +452,7 @@ class Log:
                     f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)
                 )
         epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+        _remove_stray_tmp(epoch_file.path)
         rebuild_epochs = False
         try:
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
@@ -1192,9 +1205,11 @@ class Log:
             self._recovery_point = offset
         if self._high_watermark is not None and self._high_watermark < offset:
             self._high_watermark = offset
+        # The checkpoint first: a kill before the epoch cache is truncated leaves entries below
+        # the start, which the loader trims; the other order would lose epochs still in use.
+        self._logdir.write_offset(self._logdir.log_starts, self._tp, offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state.on_log_start_offset_incremented(offset)
-        self._logdir.write_offset(self._logdir.log_starts, self._tp, offset)
 
     def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
         """What :meth:`delete_old_segments` would delete now, and why (a dry run)."""

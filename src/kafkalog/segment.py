@@ -363,9 +363,6 @@ class LogSegment:
         Returns:
             The number of bytes truncated.
 
-        Raises:
-            InvalidOffsetError: a batch's offsets do not fit the segment's relative range (the
-                segment needs splitting, as Kafka's loader does, not truncating).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -381,12 +378,13 @@ class LogSegment:
             previous = self.base_offset - 1
             for batch in log.batches(validate=True):
                 last_offset = batch.last_offset
-                if last_offset <= previous:
-                    # Offsets that go backwards (or below the base offset) end the valid part
-                    # of the segment; Kafka would drop the whole segment here.
+                if last_offset <= previous or last_offset - self.base_offset > _INT32_MAX:
+                    # Offsets that go backwards, fall below the base offset or overflow the
+                    # segment's 32-bit range end its valid part (the base offset is outside the
+                    # CRC, so a flipped bit there shows only this way). Kafka drops the whole
+                    # segment, or splits it for data of brokers before 0.11.
                     break
                 previous = last_offset
-                self._ensure_offset_in_range(last_offset)
                 max_timestamp = batch.max_timestamp
                 if max_timestamp > self.max_timestamp_so_far:
                     self._set_max(max_timestamp, last_offset)
