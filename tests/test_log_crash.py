@@ -53,7 +53,6 @@ from kafkalog.checkpoint import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from kafkalog.errors import InvalidOffsetError
 from kafkalog.filenames import DELETED_SUFFIX, log_file, offset_from_file
 from kafkalog.log import CLEAN_SHUTDOWN_FILE, Log, OffsetOutOfRangeError
 
