@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 
 def parse_size(s: str) -> int:
@@ -43,3 +44,17 @@ def cpu_facts(flag_names=("sse4_2", "pclmulqdq", "avx2", "avx512f", "vpclmulqdq"
     except OSError:
         cpu = platform.processor() or "?"
     return cpu, flags
+
+
+def git_describe(where: Path) -> str:
+    """The commit (and whether the tree is dirty) of the checkout holding ``where``."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return "?" if not head else head + (" (src modified)" if dirty else "")

@@ -70,7 +70,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cpu_facts, parse_size, table  # noqa: E402
+from _harness import cpu_facts, git_describe, parse_size, table  # noqa: E402
 
 perf_counter = time.perf_counter
 
@@ -948,20 +948,6 @@ def _read(path: str) -> str:
             return f.read().strip()
     except OSError:
         return "?"
-
-
-def git_describe(where: Path) -> str:
-    """The commit (and whether the tree is dirty) of the checkout holding ``where``."""
-    import subprocess
-
-    try:
-        head = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-    return "?" if not head else head + (" (src modified)" if dirty else "")
 
 
 def machine_facts(args):
