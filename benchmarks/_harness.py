@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import sys
 from pathlib import Path
 
 
@@ -58,3 +59,40 @@ def git_describe(where: Path) -> str:
     except (OSError, subprocess.SubprocessError):
         return "?"
     return "?" if not head else head + (" (src modified)" if dirty else "")
+
+
+NOTES: list[str] = []  # things that went wrong or were skipped, printed at the end of a run
+
+
+def note(msg: str) -> None:
+    NOTES.append(msg)
+    print(f"  note: {msg}", file=sys.stderr, flush=True)
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+REPO_SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def import_kafkalog(*modules: str):
+    """``(kafkalog, None)`` from the environment, else from ../src; ``(None, error)`` when it
+    (or one of ``modules``, e.g. ``"log"``) does not import, so a run can report it."""
+    import importlib
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("kafkalog") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found and REPO_SRC.is_dir() and str(REPO_SRC) not in sys.path:
+        sys.path.insert(0, str(REPO_SRC))
+    try:
+        import kafkalog
+
+        for name in ("crc", "recordbatch", *modules):
+            importlib.import_module(f"kafkalog.{name}")
+        return kafkalog, None
+    except Exception as e:  # missing or half-written library: report
+        return None, e

@@ -70,50 +70,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import cpu_facts, git_describe, parse_size, table  # noqa: E402
+from _harness import NOTES, REPO_SRC, cpu_facts, git_describe, import_kafkalog, note, parse_size, progress, table  # noqa: E402
 
 perf_counter = time.perf_counter
 
-NOTES: list[str] = []  # things that went wrong / were skipped, printed at the end
-
-
-def note(msg: str) -> None:
-    NOTES.append(msg)
-    print(f"  note: {msg}", file=sys.stderr, flush=True)
-
-
-def progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------
-# kafkalog import (environment, else ../src)
-# --------------------------------------------------------------------------
-
-REPO_SRC = Path(__file__).resolve().parent.parent / "src"
-
-
-def _import_kafkalog():
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("kafkalog") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found and REPO_SRC.is_dir() and str(REPO_SRC) not in sys.path:
-        sys.path.insert(0, str(REPO_SRC))
-    try:
-        import kafkalog
-        import kafkalog.crc  # noqa: F401
-        import kafkalog.recordbatch  # noqa: F401
-        from kafkalog import LogConfig, LogSegment, MemoryRecords, OffsetIndex, RecordBatchBuilder  # noqa: F401
-
-        return kafkalog, None
-    except Exception as e:  # missing or half-written library: report
-        return None, e
-
-
-KL, KL_IMPORT_ERROR = _import_kafkalog()
+KL, KL_IMPORT_ERROR = import_kafkalog("segment", "index")
 try:
     import numpy as np
 except Exception:  # pragma: no cover - numpy is a kafkalog dependency
