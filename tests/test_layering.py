@@ -36,8 +36,13 @@ LAYERS = {
     "producer_state": 5,
     "leader_epoch": 5,
     "cleaner": 6,
+    "verify": 6,
+    "salvage": 6,
+    "convert": 6,
     "cli": 7,
     "spark": 7,
+    "broker": 7,
+    "protocol": 7,
     "__init__": 7,
     "__main__": 7,
 }
