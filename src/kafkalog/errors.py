@@ -25,6 +25,7 @@ __all__ = [
     "OutOfOrderSequenceError",
     "DuplicateSequenceError",
     "InvalidTxnStateError",
+    "LogCleaningAbortedError",
 ]
 
 
@@ -142,3 +143,9 @@ class DuplicateSequenceError(KafkalogError):
 
 class InvalidTxnStateError(KafkalogError):
     """A transactional batch or marker that does not fit the producer's transaction state."""
+
+
+class LogCleaningAbortedError(KafkalogError):
+    """A cleaning pass stopped before its swap: the log changed underneath it (truncation,
+    retention, close) or the cleaner was asked to stop. Nothing was replaced; a later pass
+    starts again (Kafka's ``LogCleaningAbortedException``)."""

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -56,19 +57,21 @@ from .errors import (
     InvalidOffsetError,
     KafkalogError,
     LogClosedError,
+    LogCleaningAbortedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TruncatedRecordError,
     UnexpectedAppendOffsetError,
 )
 from .file_records import FileRecords
-from .filenames import DELETED_SUFFIX
+from .filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, log_file, offset_index_file, time_index_file, txn_index_file
 from .leader_epoch import LeaderEpochFileCache
 from .loader import load_log, rebuild_producer_state
-from .producer_state import AppendOrigin, ProducerStateManager
+from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
 from .records import MemoryRecords, frame_entry, batch_class
 from .retention import RetentionPlan, plan_retention
+from .index import AbortedTxn
 from .segment import LogSegment, TimestampAndOffset
 from .segments import LogSegments
 from .validator import validate_and_assign_offsets
@@ -172,6 +175,7 @@ class _LogDir:
         self.lock = threading.Lock()
         self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_OFFSET_CHECKPOINT)
         self.log_starts = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
+        self.cleaner_offsets = OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT)
         self.open_logs: set[tuple[str, int]] = set()
         self.recovered: set[str] = set()  # partition directory names opened by this process
         self._lock_fd: int | None = None
@@ -187,7 +191,7 @@ class _LogDir:
             if state is None:
                 state = cls(Path(key))
                 state._take_lock_file()
-                for file in (state.recovery_points, state.log_starts):
+                for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
                     _remove_stray_tmp(file.path)  # a kill inside write_atomically
                 cls._registry[key] = state
             if tp in state.open_logs:
@@ -283,6 +287,11 @@ class _LogDir:
             if entry.is_dir() and _PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
                 return False
         return True
+
+
+def _after_swap_step(step: str) -> None:
+    """Called between the steps of :meth:`Log.replace_segments`; crash tests replace it to
+    kill the process there."""
 
 
 def _remove_stray_tmp(path: Path) -> None:
@@ -1101,7 +1110,14 @@ class Log:
             if self._high_watermark is not None and self._high_watermark > offset:
                 self._high_watermark = offset
             self._checkpoint_offsets()
+            self._truncate_cleaner_checkpoint(offset)
             return True
+
+    def _truncate_cleaner_checkpoint(self, offset: int) -> None:
+        """Kafka's ``maybeTruncateCheckpoint``: a first dirty offset past the new end comes down."""
+        checkpointed = self.cleaner_checkpoint
+        if checkpointed is not None and checkpointed > offset:
+            self.checkpoint_cleaner_offset(offset)
 
     def _set_end(self, offset: int) -> None:
         active = self._segments.last
@@ -1131,6 +1147,7 @@ class Log:
         rebuild_producer_state(self.producer_state, self._segments, log_start, offset, self._clock())
         self._high_watermark = None if self._high_watermark is None else offset
         self._checkpoint_offsets()
+        self._truncate_cleaner_checkpoint(offset)
 
     def _create_and_delete_segment(self, offset: int, old: LogSegment) -> LogSegment:
         """Kafka's ``createAndDeleteSegment``: the new segment exists before the old one goes."""
@@ -1253,6 +1270,114 @@ class Log:
             self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
             return plan
 
+    # -- compaction: what the log cleaner needs ------------------------------------------------
+
+    @property
+    def truncations(self) -> int:
+        """A counter bumped by every truncation: a cleaning pass that saw another value at its
+        start must not swap in what it wrote."""
+        return self._truncations
+
+    @property
+    def cleaner_checkpoint(self) -> int | None:
+        """The first dirty offset checkpointed in the log directory's
+        ``cleaner-offset-checkpoint`` (None when absent or unreadable)."""
+        try:
+            return self._logdir.cleaner_offsets.read().get(self._tp)
+        except CorruptCheckpointError as e:
+            _log.warning("ignoring corrupt checkpoint %s: %s", self._logdir.cleaner_offsets.path, e)
+            return None
+
+    def checkpoint_cleaner_offset(self, offset: int | None) -> None:
+        """Record the first dirty offset in ``cleaner-offset-checkpoint`` (None removes it)."""
+        self._logdir.write_offset(self._logdir.cleaner_offsets, self._tp, offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
+        segments' transaction indexes (Kafka's ``collectAbortedTransactions``)."""
+        segments = self._segments
+        first = segments.floor(start_offset) or segments.first
+        found: list[AbortedTxn] = []
+        if first is None:
+            return found
+        for segment in segments.values(first.base_offset):
+            if segment.base_offset >= upper_bound_offset:
+                break
+            txns, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """Per active producer, its last data offset and epoch: batches the cleaner must keep
+        (at least as empty headers) so producer state survives compaction."""
+        with self._lock:
+            return self.producer_state.last_records()
+
+    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A new, empty segment whose files end in ``.cleaned`` (Kafka's
+        ``createNewCleanedSegment``); stale ``.cleaned`` files of that offset go first."""
+        self._check_open()
+        for path in (
+            log_file(self.directory, base_offset, CLEANED_SUFFIX),
+            offset_index_file(self.directory, base_offset, CLEANED_SUFFIX),
+            time_index_file(self.directory, base_offset, CLEANED_SUFFIX),
+            txn_index_file(self.directory, base_offset, CLEANED_SUFFIX),
+        ):
+            path.unlink(missing_ok=True)
+        return LogSegment.open(self.directory, base_offset, self.config, suffix=CLEANED_SUFFIX, clock=self._clock)
+
+    def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment], *, truncations: int) -> None:
+        """Swap a flushed ``.cleaned`` segment in for ``old_segments`` (Kafka's
+        ``replaceSegments``), crash-safely: rename it ``.swap``; rename the old segments
+        ``.deleted`` (their files go after ``file.delete.delay.ms``); rename the ``.swap``
+        files into place. A crash between any two steps loads as the old segments (before
+        the ``.swap`` rename is durable) or the new one (after): see :mod:`kafkalog.loader`.
+
+        Raises:
+            LogCleaningAbortedError: the log was truncated since ``truncations`` was read, or
+                an old segment is no longer in the log (retention, closing); nothing changed.
+        """
+        with self._lock:
+            if self._closed:
+                raise LogCleaningAbortedError("the log was closed during cleaning", file=str(self.directory))
+            if truncations != self._truncations or any(self._segments.get(s.base_offset) is not s for s in old_segments):
+                raise LogCleaningAbortedError(
+                    "the log was truncated or lost segments during cleaning", file=str(self.directory)
+                )
+            if self._segments.last in old_segments:
+                raise ValueError("the active segment cannot be replaced")
+            new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+            _fsync_dir(self.directory)
+            _after_swap_step("swap")
+            self._segments.add(new_segment)
+            removed = []
+            for segment in old_segments:
+                if segment.base_offset != new_segment.base_offset:
+                    self._segments.remove(segment.base_offset)
+                    removed.append(segment)
+                segment.change_file_suffixes("", DELETED_SUFFIX)
+                _after_swap_step("deleted")
+            _fsync_dir(self.directory)
+            _after_swap_step("all-deleted")
+            new_segment.change_file_suffixes(SWAP_SUFFIX, "")
+            _fsync_dir(self.directory)
+            _after_swap_step("done")
+
+            def delete() -> None:
+                for segment in old_segments:
+                    segment.delete_if_exists()
+
+            self._schedule_delete(delete)
+            snapshots = []
+            for segment in removed:
+                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
+                if path is not None:
+                    snapshots.append(path)
+            if snapshots:
+                self._schedule_unlink(snapshots)
+
     # -- closing -----------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -1293,5 +1418,6 @@ class Log:
                 self._logdir.release(self._tp, self.directory.name, clean=False)
             self._logdir.write_offset(self._logdir.recovery_points, self._tp, None)
             self._logdir.write_offset(self._logdir.log_starts, self._tp, None)
+            self._logdir.write_offset(self._logdir.cleaner_offsets, self._tp, None)
             shutil.rmtree(self.directory, ignore_errors=True)
             _fsync_dir(self.directory.parent)

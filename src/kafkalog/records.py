@@ -18,17 +18,29 @@ in progress) unless ``strict=True``, when it raises :class:`~kafkalog.errors.Tru
 
 from __future__ import annotations
 
+import enum
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import CorruptRecordError, TruncatedRecordError
-from .legacy import LegacyRecordBatch
-from .record import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, Record, RecordBatch
-from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
+from .legacy import LegacyRecordBatch, encode_message_set
+from .record import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, Record, RecordBatch, TimestampType
+from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, encode_batch, encode_record
 
-__all__ = ["Records", "MemoryRecords", "frame_entry"]
+__all__ = [
+    "Records",
+    "MemoryRecords",
+    "frame_entry",
+    "BatchRetention",
+    "RecordFilter",
+    "FilterResult",
+    "RetainedBatch",
+    "filter_to",
+]
 
 _SIZE = struct.Struct(">i")
 #: Smallest legal value of the size field: a v0 message with null key and value.
@@ -195,3 +207,211 @@ class MemoryRecords(Records):
                 batch.ensure_valid()
             yield batch
             pos += size
+
+
+# ----------------------------------------------------------------------------------------------
+# Filtering: the log cleaner's rewrite (Kafka's MemoryRecords.filterTo)
+
+
+class BatchRetention(enum.Enum):
+    """What to do with a batch before its records are looked at (Kafka's ``BatchRetention``)."""
+
+    DELETE = "delete"  #: drop the whole batch without reading its records
+    RETAIN_EMPTY = "retain-empty"  #: keep the batch even if no record survives (v2: a header-only batch)
+    DELETE_EMPTY = "delete-empty"  #: drop the batch if no record survives
+
+
+class RecordFilter(ABC):
+    """Decides what :func:`filter_to` keeps (Kafka's ``MemoryRecords.RecordFilter``).
+
+    Attributes:
+        current_time: epoch ms of this cleaning pass; a v2 batch keeping a tombstone (or a
+            marker of an empty transaction) gets ``current_time + delete_retention_ms`` as its
+            delete horizon the first time it is rewritten.
+        delete_retention_ms: the topic's ``delete.retention.ms``.
+    """
+
+    def __init__(self, current_time: int, delete_retention_ms: int) -> None:
+        self.current_time = current_time
+        self.delete_retention_ms = delete_retention_ms
+
+    @abstractmethod
+    def check_batch_retention(self, batch: RecordBatch) -> tuple[BatchRetention, bool]:
+        """``(retention, contains_marker_for_empty_txn)`` for ``batch``; the flag asks for a
+        delete horizon on a control batch whose transaction has no data left."""
+
+    @abstractmethod
+    def retain(self, batch: RecordBatch, records: Sequence[Record]) -> Sequence[bool]:
+        """One flag per record of ``batch`` (in order): keep it or not. Called only for batches
+        not dropped by :meth:`check_batch_retention`."""
+
+
+class RetainedBatch(NamedTuple):
+    """One batch :func:`filter_to` wrote: where in the output, and what indexing it needs."""
+
+    position: int
+    size: int
+    max_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+
+
+@dataclass
+class FilterResult:
+    """What one :func:`filter_to` call read and kept (Kafka's ``FilterResult``).
+
+    ``max_offset`` is the highest kept offset (-1 when nothing was kept), ``max_timestamp`` the
+    highest kept batch timestamp and ``shallow_offset_of_max_timestamp`` the last offset of the
+    batch holding it: what a segment needs to index the output. ``retained`` has the same for
+    each batch written, in order.
+    """
+
+    records_read: int = 0
+    bytes_read: int = 0
+    records_retained: int = 0
+    bytes_retained: int = 0
+    batches_read: int = 0
+    batches_retained: int = 0
+    batches_rewritten: int = 0
+    empty_batches: int = 0
+    horizons_set: int = 0
+    max_offset: int = -1
+    max_timestamp: int = -1
+    shallow_offset_of_max_timestamp: int = -1
+    retained: list[RetainedBatch] = field(default_factory=list)
+
+    def _kept(self, position: int, size: int, max_offset: int, max_timestamp: int, shallow_offset: int, records: int) -> None:
+        self.retained.append(RetainedBatch(position, size, max_offset, max_timestamp, shallow_offset))
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.shallow_offset_of_max_timestamp = shallow_offset
+        if max_offset > self.max_offset:
+            self.max_offset = max_offset
+        self.records_retained += records
+        self.bytes_retained += size
+        self.batches_retained += 1
+
+
+def filter_to(
+    batches: Iterable[RecordBatch], record_filter: RecordFilter, out: bytearray, *, compression_level: int | None = None
+) -> FilterResult:
+    """Append to ``out`` what ``record_filter`` keeps of ``batches``; return what happened.
+
+    A batch whose records all survive is copied byte for byte, unless it is a v2 batch that
+    keeps a tombstone (or is a marker of an empty transaction) and has no delete horizon yet:
+    that one is rewritten with the horizon set. A batch that loses records is rewritten with the
+    same codec and the same batch metadata -- v2: base offset, last offset delta, producer id,
+    epoch, base sequence, partition leader epoch, timestamp type, transactional and control
+    flags; v0/v1: a wrapper at the last kept offset, as Kafka's builder writes it. A v2 batch
+    kept with no records (``RETAIN_EMPTY``) becomes a 61-byte header that still carries its
+    producer's sequence range.
+    """
+    result = FilterResult()
+    for batch in batches:
+        retention, marker_for_empty_txn = record_filter.check_batch_retention(batch)
+        result.bytes_read += batch.size_in_bytes
+        result.batches_read += 1
+        if retention is BatchRetention.DELETE:
+            continue
+        records = batch.records()
+        result.records_read += len(records)
+        flags = record_filter.retain(batch, records)
+        if len(flags) != len(records):
+            raise ValueError(f"the filter returned {len(flags)} flags for {len(records)} records")
+        kept = [r for r, keep in zip(records, flags) if keep]
+        v2 = batch.magic >= MAGIC_V2
+        if kept:
+            has_tombstone = any(r.value is None for r in kept)
+            needs_horizon = (
+                v2 and (has_tombstone or marker_for_empty_txn) and batch.delete_horizon_ms is None
+            )
+            position = len(out)
+            if len(kept) == len(records) and not needs_horizon:
+                raw = batch.entry()
+                out += raw
+                result._kept(position, len(raw), batch.last_offset, batch.max_timestamp, batch.last_offset, len(kept))
+            else:
+                if needs_horizon:
+                    horizon: int | None = record_filter.current_time + record_filter.delete_retention_ms
+                    result.horizons_set += 1
+                else:
+                    horizon = batch.delete_horizon_ms
+                raw, max_ts, last = _rebuild(batch, kept, horizon, compression_level)
+                out += raw
+                result.batches_rewritten += 1
+                result._kept(position, len(raw), kept[-1].offset, max_ts, last, len(kept))
+        elif retention is BatchRetention.RETAIN_EMPTY and v2:
+            # Kafka throws for an empty legacy batch here ("Empty batches are only supported
+            # for magic v2"), which marks the whole log uncleanable; a legacy message set has no
+            # producer state to keep, so dropping it is the corrected behaviour.
+            position = len(out)
+            raw = _empty_batch(batch)
+            out += raw
+            result.empty_batches += 1
+            result._kept(position, len(raw), batch.last_offset, batch.max_timestamp, batch.last_offset, 0)
+    return result
+
+
+def _rebuild(
+    batch: RecordBatch, kept: list[Record], horizon: int | None, level: int | None
+) -> tuple[bytes, int, int]:
+    """Re-encode ``kept`` in a batch like ``batch`` (Kafka's ``buildRetainedRecordsInto``):
+    ``(entry bytes, max timestamp, offset of the max timestamp)``."""
+    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    if batch.magic < MAGIC_V2:
+        entry = encode_message_set(
+            ((r.offset, r.timestamp, r.key, r.value) for r in kept),
+            magic=batch.magic,
+            compression=batch.compression,
+            timestamp_type=batch.timestamp_type,
+            log_append_time=batch.max_timestamp if log_append else None,
+            compression_level=level,
+        )
+        max_ts = batch.max_timestamp if log_append else max(r.timestamp for r in kept)
+        return entry, max_ts, kept[-1].offset
+    base = batch.base_offset
+    # MemoryRecordsBuilder: the base timestamp is the delete horizon when there is one, else
+    # the first record's; under LogAppendTime every record reads as the batch's append time.
+    base_ts = horizon if horizon is not None else kept[0].timestamp
+    max_ts = batch.max_timestamp if log_append else max(r.timestamp for r in kept)
+    payload = b"".join(encode_record(r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers) for r in kept)
+    entry = encode_batch(
+        payload,
+        count=len(kept),
+        base_offset=base,
+        # The original last offset stays, so the producer's last sequence survives compaction.
+        last_offset_delta=batch.last_offset - base,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        compression=batch.compression,
+        timestamp_type=batch.timestamp_type,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        delete_horizon_ms=horizon,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        compression_level=level,
+    )
+    return entry, max_ts, batch.last_offset
+
+
+def _empty_batch(batch: RecordBatch) -> bytes:
+    """A header-only v2 batch standing for ``batch`` (Kafka's ``writeEmptyHeader``): no
+    records, no codec, base timestamp -1, max timestamp and producer fields kept."""
+    return encode_batch(
+        b"",
+        count=0,
+        base_offset=batch.base_offset,
+        last_offset_delta=batch.last_offset - batch.base_offset,
+        base_timestamp=-1,
+        max_timestamp=batch.max_timestamp,
+        timestamp_type=batch.timestamp_type,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        partition_leader_epoch=batch.partition_leader_epoch,
+    )
