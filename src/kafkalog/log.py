@@ -1300,9 +1300,9 @@ class Log:
         found: list[AbortedTxn] = []
         if first is None:
             return found
+        # Every later segment too, until one index says it is complete: a transaction is
+        # indexed in the segment of its marker, which may lie past ``upper_bound_offset``.
         for segment in segments.values(first.base_offset):
-            if segment.base_offset >= upper_bound_offset:
-                break
             txns, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
             found.extend(txns)
             if complete:
