@@ -2,12 +2,13 @@
 
 The public API (see docs/ and DESIGN): records of every magic over memory or files, the
 builder and the enums; columnar decoding; indexes, log segments, the partition log and its
-configuration; the errors. This module holds no logic; it re-exports.
+configuration; the log cleaner; the errors. This module holds no logic; it re-exports.
 """
 
 from __future__ import annotations
 
 from .builder import RecordBatchBuilder
+from .cleaner import CleanerProgress, CleanerStats, LogCleaner, OffsetMap
 from .columnar import RecordColumns, decode_columns
 from .compression import Compression
 from .config import LogConfig
@@ -18,6 +19,8 @@ from .errors import (
     DuplicateSequenceError,
     InvalidConfigError,
     InvalidOffsetError,
+    LogCleaningAbortedError,
+    ConversionError,
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -44,7 +47,7 @@ from .log import (
 )
 from .record import ControlRecord, ControlRecordType, Header, Record, RecordBatch, TimestampType
 from .recordbatch import DefaultRecordBatch
-from .records import MemoryRecords, Records
+from .records import BatchRetention, FilterResult, MemoryRecords, RecordFilter, Records, filter_to
 from .retention import Deletion, RetentionPlan
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 
@@ -75,6 +78,16 @@ __all__ = [
     "TimestampAndOffset",
     "LogConfig",
     "Log",
+    "LogCleaner",
+    "CleanerStats",
+    "CleanerProgress",
+    "OffsetMap",
+    "RecordFilter",
+    "BatchRetention",
+    "FilterResult",
+    "filter_to",
+    "LogCleaningAbortedError",
+    "ConversionError",
     "LogAppendInfo",
     "LogOffsetMetadata",
     "RetentionPlan",

@@ -13,12 +13,24 @@ long reports go to a temporary file, so memory does not grow with the file.
 
 Exit status: 0 when every file was dumped, 1 when one could not be dumped completely (missing,
 unreadable, foreign, or corrupt where Kafka's tool stops), 2 for a usage error.
+
+The operator tools live here too, as thin adapters over the library (docs/cli.md):
+
+    kafkalog verify PATH...            # kafkalog.verify: read-only fsck, exit 1 on errors
+    kafkalog salvage SRC DST           # kafkalog.salvage: copy out every valid batch
+    kafkalog rebuild-index PATH...     # kafkalog.convert.rebuild_path
+    kafkalog retention PATH --dry-run --config retention.ms=...   # Log.delete_old_segments
+    kafkalog convert SRC DST --magic 2 --compression zstd         # kafkalog.convert
+    kafkalog stat PATH...              # the verify pass, as a table
+
+Each maps a KafkalogError or OSError to one line on stderr and exit status 1 (2 for usage).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import io
 import json
 import os
@@ -27,7 +39,9 @@ import stat
 import struct
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import IO, NamedTuple
 
 from . import crc as _crc
@@ -40,16 +54,23 @@ from .checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
+from .config import LogConfig
+from .convert import RebuildReport, convert_path, rebuild_path
 from .errors import KafkalogError
 from .file_records import FileRecords
 from .index import OffsetIndex, TimeIndex
+from .log import Log
 from .producer_state import ProducerStateEntry, decode_snapshot
 from .record import ControlRecordType, Record, RecordBatch
+from .salvage import salvage_segment
+from .verify import Problem as VerifyProblem
+from .verify import SegmentReport as VerifySegmentReport
+from .verify import find_partition_dirs, plan_partition_retention, segment_logs, total_log_bytes, verify_path
 
 __all__ = ["main", "SUBCOMMANDS"]
 
 #: The subcommands ``python -m kafkalog`` hands over to this module.
-SUBCOMMANDS = ("dump",)
+SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat")
 
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -2064,6 +2085,7 @@ def _build_parser() -> argparse.ArgumentParser:
     dump.add_argument(
         "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
     )
+    _add_tool_commands(sub)
     return parser
 
 
@@ -2135,8 +2157,584 @@ def _utf8(stream: IO[str]) -> tuple[IO[str], bool]:
     return io.TextIOWrapper(buffer, encoding="utf-8", errors="replace", newline="\n", write_through=True), True
 
 
+# ------------------------------------------------------------------------------------------------
+# The operator tools: verify, salvage, rebuild-index, retention, convert, stat
+#
+# Thin adapters: parse the arguments, call the library (kafkalog.verify, .salvage, .convert,
+# .log), render text or JSON, and turn a KafkalogError or OSError into one line on stderr and
+# exit status 1. Long operations draw a progress line on stderr when it is a terminal.
+
+
+class _ProgressBar:
+    """``label [#####.....]  45%  120.0/270.0 MB`` redrawn on stderr at most ten times a
+    second, only when stderr is a terminal; a callable taking byte counts (the library's
+    ``progress`` callbacks). Cleared by :meth:`close`."""
+
+    _WIDTH = 30
+
+    def __init__(self, stream: IO[str], total: int, label: str) -> None:
+        isatty = getattr(stream, "isatty", None)
+        self._on = total > 0 and callable(isatty) and bool(isatty())
+        self._stream = stream
+        self._total = total
+        self._label = label
+        self._done = 0
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, n: int) -> None:
+        self._done += n
+        if not self._on:
+            return
+        now = time.monotonic()
+        if now - self._last >= 0.1:
+            self._last = now
+            self._draw()
+
+    def _draw(self) -> None:
+        frac = min(1.0, self._done / self._total)
+        filled = int(frac * self._WIDTH)
+        bar = "#" * filled + "." * (self._WIDTH - filled)
+        line = f"\r{self._label} [{bar}] {frac * 100:5.1f}%  {_human(self._done)}/{_human(self._total)}"
+        self._stream.write(line)
+        self._stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self._stream.write("\r" + " " * (len(self._label) + self._WIDTH + 40) + "\r")
+            self._stream.flush()
+            self._drawn = False
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+def _ts(ms: int | None) -> str:
+    """An epoch-millisecond timestamp in ISO 8601 UTC (or ``-``)."""
+    if ms is None:
+        return "-"
+    try:
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Rows as aligned text columns (``right``: the columns aligned right)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _display(path: str, root: str) -> str:
+    """``path`` relative to what the user named (a directory, or a file's directory)."""
+    base = root if os.path.isdir(root) else os.path.dirname(root) or "."
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _os_message(e: OSError) -> str:
+    if e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    return str(e)
+
+
+class _Tool:
+    """The shared plumbing of one tool run: streams, error lines, the exit status."""
+
+    def __init__(self, name: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
+        self.name = name
+        self.args = args
+        self.out = out
+        self.err = err
+        self.status = 0
+
+    def print(self, line: str = "") -> None:
+        self.out.write(line + "\n")
+
+    def json(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def fail(self, message: str) -> None:
+        self.err.write(f"kafkalog {self.name}: {message}\n")
+        self.err.flush()
+        self.status = 1
+
+    def guarded(self, action: Callable[[], None]) -> None:
+        """Run ``action``; a library or OS error becomes one line on stderr and status 1."""
+        try:
+            action()
+        except KafkalogError as e:
+            self.fail(str(e))
+        except OSError as e:
+            self.fail(_os_message(e))
+
+    def progress(self, total: int, label: str) -> _ProgressBar:
+        return _ProgressBar(self.err, total, label)
+
+
+def _problem_lines(problems: Sequence[VerifyProblem], root: str) -> list[str]:
+    return [
+        f"{p.severity:<7}  {_display(p.path, root)}"
+        + ("" if p.position is None else f" @{p.position}")
+        + f"  {p.kind}  {p.message}"
+        for p in problems
+    ]
+
+
+def _run_verify(tool: _Tool) -> None:
+    a = tool.args
+    for path in a.paths:
+
+        def one(path: str = path) -> None:
+            bar = tool.progress(total_log_bytes(path), "verify")
+            try:
+                report = verify_path(path, deep=a.deep, progress=bar)
+            finally:
+                bar.close()
+            bad = not report.ok or (a.strict and report.warnings > 0)
+            if bad:
+                tool.status = 1
+            if a.json:
+                tool.json(report.to_dict())
+                return
+            if report.segments and not a.quiet:
+                rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
+                for s in report.segments:
+                    errors = sum(1 for p in s.problems if p.severity == "error")
+                    warnings = len(s.problems) - errors
+                    status = "ok" if not s.problems else ", ".join(
+                        part for part in (
+                            f"{errors} error{'s' * (errors != 1)}" if errors else "",
+                            f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
+                        ) if part
+                    )
+                    offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
+                    rows.append([
+                        _display(s.path, path), str(s.batches), str(s.records), offsets, str(s.size),
+                        str(s.valid_bytes), status,
+                    ])
+                for line in _table(rows, {1, 2, 4, 5}):
+                    tool.print(line)
+            problems = [p for p in report.problems if a.warnings or p.severity == "error" or a.strict]
+            if problems:
+                if report.segments and not a.quiet:
+                    tool.print()
+                for line in _problem_lines(problems, path):
+                    tool.print(line)
+            hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
+            tool.print(
+                f"{path}: {'OK' if not bad else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
+                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings{hidden}"
+            )
+
+        tool.guarded(one)
+
+
+def _run_stat(tool: _Tool) -> None:
+    a = tool.args
+    for path in a.paths:
+
+        def one(path: str = path) -> None:
+            bar = tool.progress(total_log_bytes(path), "stat")
+            try:
+                report = verify_path(path, deep=not a.shallow, progress=bar)
+            finally:
+                bar.close()
+            if not report.segments:
+                raise KafkalogError("no log segments to describe", file=path)
+            if not report.ok:
+                tool.fail(
+                    f"{path}: {report.errors} problems found; the figures cover the valid data only "
+                    f"(kafkalog verify {path} lists them)"
+                )
+            if a.json:
+                out = report.to_dict()
+                out["totals"] = _stat_totals(report.segments, not a.shallow)
+                tool.json(out)
+                return
+            rows = [[
+                "segment", "offsets", "records", "tombstones", "batches", "bytes", "first timestamp",
+                "last timestamp", "magic", "codecs", "producers",
+            ]]
+            for s in report.segments:
+                rows.append(_stat_row(_display(s.path, path), s.first_offset, s.last_offset, s.records, s.tombstones,
+                                      s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
+                                      len(s.producer_ids)))
+            totals = _stat_totals(report.segments, not a.shallow)
+            rows.append(_stat_row(
+                "total", totals["first_offset"], totals["last_offset"], totals["records"], totals["tombstones"],
+                totals["batches"], totals["bytes"], totals["min_timestamp"], totals["max_timestamp"],
+                tuple(totals["magics"]), tuple(totals["codecs"]), totals["producers"],
+            ))
+            for line in _table(rows, {2, 3, 4, 5, 10}):
+                tool.print(line)
+            for p in report.partitions:
+                tool.print(
+                    f"partition {p.topic}-{p.partition}: {p.segments} segments, log start offset {p.log_start_offset}, "
+                    f"log end offset {p.log_end_offset}, {p.size} bytes"
+                )
+
+        tool.guarded(one)
+
+
+def _stat_row(name, first, last, records, tombstones, batches, size, lo, hi, magics, codecs, producers) -> list[str]:
+    return [
+        name,
+        "-" if first is None else f"{first}..{last}",
+        str(records),
+        "-" if tombstones is None else str(tombstones),
+        str(batches),
+        str(size),
+        _ts(lo),
+        _ts(hi),
+        ",".join(map(str, magics)) or "-",
+        ",".join(codecs) or "-",
+        str(producers),
+    ]
+
+
+def _stat_totals(segments: Sequence[VerifySegmentReport], deep: bool) -> dict:
+    firsts = [s.first_offset for s in segments if s.first_offset is not None]
+    lasts = [s.last_offset for s in segments if s.last_offset is not None]
+    los = [s.min_timestamp for s in segments if s.min_timestamp is not None]
+    his = [s.max_timestamp for s in segments if s.max_timestamp is not None]
+    codecs = {c for s in segments for c in s.codecs}
+    return {
+        "segments": len(segments),
+        "first_offset": min(firsts) if firsts else None,
+        "last_offset": max(lasts) if lasts else None,
+        "records": sum(s.records for s in segments),
+        "tombstones": sum(s.tombstones or 0 for s in segments) if deep else None,
+        "batches": sum(s.batches for s in segments),
+        "bytes": sum(s.size for s in segments),
+        "min_timestamp": min(los) if los else None,
+        "max_timestamp": max(his) if his else None,
+        "magics": sorted({m for s in segments for m in s.magics}),
+        "codecs": [c for c in _CODEC_NAMES if c in codecs],
+        "producers": len({p for s in segments for p in s.producer_ids}),
+        "control_batches": sum(s.control_batches for s in segments),
+        "transactional_batches": sum(s.transactional_batches for s in segments),
+    }
+
+
+def _run_salvage(tool: _Tool) -> None:
+    a = tool.args
+
+    def run() -> None:
+        size = os.path.getsize(a.src)
+        bar = tool.progress(size, "salvage")
+        try:
+            report = salvage_segment(
+                a.src, a.dst, progress=bar, write_indexes=not a.no_indexes,
+                index_interval_bytes=a.index_interval_bytes, overwrite=a.force,
+            )
+        finally:
+            bar.close()
+        if a.json:
+            tool.json(report.to_dict())
+            return
+        span = "" if report.first_offset is None else f", offsets {report.first_offset}..{report.last_offset}"
+        tool.print(
+            f"copied {report.kept_batches} batches ({report.kept_bytes} of {report.source_size} bytes{span}) "
+            f"from {report.source} to {report.destination}"
+        )
+        if report.skipped:
+            tool.print(f"skipped {len(report.skipped)} regions, {report.skipped_bytes} bytes:")
+            for r in report.skipped:
+                tool.print(f"  position {r.position}, {r.length} bytes: {r.reason}")
+        else:
+            tool.print("nothing skipped: every byte of the source is a valid batch")
+        if report.indexes is not None:
+            i = report.indexes
+            tool.print(
+                f"indexes written: {i.offset_entries} offset entries, {i.time_entries} time entries, "
+                f"{i.aborted_txns} aborted transactions"
+            )
+
+    tool.guarded(run)
+
+
+def _rebuild_line(r: RebuildReport, root: str) -> str:
+    changed = (
+        ("would rewrite " if r.dry_run else "rewrote ") + ", ".join(r.changed) if r.changed else "unchanged"
+    )
+    line = (
+        f"{_display(r.path, root)}: {r.batches} batches, {r.offset_entries} offset entries, {r.time_entries} time "
+        f"entries, {r.aborted_txns} aborted transactions; {changed}"
+    )
+    if r.stopped:
+        line += (
+            f"\n  warning: the indexes cover the first {r.valid_bytes} of {r.size} bytes: {r.stopped} "
+            f"(Kafka's recovery would truncate the rest; kafkalog salvage copies out what is valid)"
+        )
+    return line
+
+
+def _run_rebuild(tool: _Tool) -> None:
+    a = tool.args
+    for path in a.paths:
+
+        def one(path: str = path) -> None:
+            bar = tool.progress(total_log_bytes(path), "rebuild-index")
+            try:
+                reports = rebuild_path(path, index_interval_bytes=a.index_interval_bytes, dry_run=a.dry_run, progress=bar)
+            finally:
+                bar.close()
+            for r in reports:
+                if a.json:
+                    tool.json(r.to_dict())
+                else:
+                    tool.print(_rebuild_line(r, path))
+
+        tool.guarded(one)
+
+
+def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
+    known = LogConfig().to_properties()
+    props: dict[str, str] = {}
+    for item in tool.args.config or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            parser.error(f"--config takes KEY=VALUE (a Kafka topic property), not {item!r}")
+        if key not in known:
+            parser.error(f"--config {key}: not a topic property kafkalog knows ({', '.join(sorted(known))})")
+        props[key] = value.strip()
+    try:
+        return LogConfig.from_properties(props)
+    except KafkalogError as e:
+        parser.error(f"--config: {e}")
+    raise AssertionError  # pragma: no cover
+
+
+def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
+    a = tool.args
+    config = _config_from(tool, parser)
+    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+
+    def run() -> None:
+        path = Path(a.path)
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", a.path)
+        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
+        if not partitions:
+            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
+        for directory in partitions:
+            tool.guarded(lambda directory=directory: _retention_one(tool, directory, config, now))
+
+    tool.guarded(run)
+
+
+def _retention_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
+    a = tool.args
+    offline = plan_partition_retention(directory, config, now)  # what the files say, read-only
+    plan = offline.plan
+    if not a.dry_run and plan.deletions:
+        log = Log.open(directory, config)
+        try:
+            plan = log.delete_old_segments(now_ms=now)
+        finally:
+            log.close()  # runs the delayed file deletions now
+    doomed = {d.base_offset: d for d in plan.deletions}
+    if a.json:
+        tool.json({
+            "partition": str(directory),
+            "dryRun": a.dry_run,
+            "now": now,
+            "logStartOffset": offline.log_start_offset,
+            "logEndOffset": offline.log_end_offset,
+            "newLogStartOffset": plan.new_log_start_offset,
+            "needsRoll": plan.needs_roll,
+            "segments": [
+                {
+                    "file": s.path,
+                    "baseOffset": s.base_offset,
+                    "lastOffset": s.last_offset,
+                    "size": s.size,
+                    "largestTimestamp": s.largest_timestamp,
+                    "delete": s.base_offset in doomed,
+                    "reason": doomed[s.base_offset].reason if s.base_offset in doomed else None,
+                    "detail": doomed[s.base_offset].detail if s.base_offset in doomed else None,
+                }
+                for s in offline.segments
+            ],
+        })
+        return
+    tool.print(
+        f"{directory}: log start offset {offline.log_start_offset}, log end offset {offline.log_end_offset}, "
+        f"{len(offline.segments)} segments; retention.ms={config.retention_ms} retention.bytes={config.retention_bytes} "
+        f"cleanup.policy={','.join(config.cleanup_policy)}; now={now} ({_ts(now)})"
+    )
+    verb = "would delete" if a.dry_run else "deleted"
+    for s in offline.segments:
+        offsets = "empty" if s.last_offset is None else f"offsets {s.base_offset}..{s.last_offset}"
+        d = doomed.get(s.base_offset)
+        what = f"{verb:<12}" if d else f"{'keep':<12}"
+        why = f": {d.reason}: {d.detail}" if d else ""
+        tool.print(f"  {what} {Path(s.path).name} ({offsets}, {s.size} bytes, largest timestamp {_ts(s.largest_timestamp)}){why}")
+    if plan.deletions:
+        roll = "; the log rolls a new empty segment first (every segment goes)" if plan.needs_roll else ""
+        tool.print(f"  new log start offset: {plan.new_log_start_offset}{roll}")
+    else:
+        tool.print("  nothing to delete")
+
+
+def _run_convert(tool: _Tool) -> None:
+    a = tool.args
+
+    def run() -> None:
+        bar = tool.progress(total_log_bytes(a.src), "convert")
+        try:
+            report = convert_path(
+                a.src, a.dst, magic=a.magic, compression=a.compression, compression_level=a.compression_level,
+                drop_timestamps=a.drop_timestamps, drop_producer_state=a.drop_producer_state,
+                index_interval_bytes=a.index_interval_bytes, overwrite=a.force, progress=bar,
+            )
+        finally:
+            bar.close()
+        if a.json:
+            tool.json(report.to_dict())
+            return
+        segments = f" in {len(report.segments)} segments" if report.segments else ""
+        tool.print(
+            f"converted {report.batches_in} batches, {report.records} records{segments} ({report.bytes_in} bytes) "
+            f"to magic {report.magic} {report.compression}: {report.batches_out} batches, {report.bytes_out} bytes "
+            f"in {report.destination}"
+        )
+        for kind, n in sorted(report.dropped.items()):
+            tool.print(f"  dropped the {kind.replace('_', ' ')} of {n} batches")
+
+    tool.guarded(run)
+
+
+def _interval(text: str) -> int:
+    return _size(text)
+
+
+def _add_tool_commands(sub) -> None:
+    """The operator tools' subcommands (beside ``dump``)."""
+    verify = sub.add_parser(
+        "verify",
+        help="check log files, partition or log directories (read-only fsck)",
+        description=(
+            "Check every batch (CRC, framing, offsets), every index entry against the log, the time and "
+            "transaction indexes, producer snapshots, checkpoint files and leftover files; read-only. Exit "
+            "status 1 when an error is found."
+        ),
+    )
+    verify.add_argument("paths", nargs="+", metavar="PATH", help="a .log (or index) file, a partition directory or a log directory")
+    verify.add_argument("--deep", action="store_true", help="also decode every record")
+    verify.add_argument("--warnings", action="store_true", help="list warnings too (they are counted either way)")
+    verify.add_argument("--strict", action="store_true", help="treat warnings as errors (listed, exit status 1)")
+    verify.add_argument("--quiet", action="store_true", help="no segment table, only problems and the summary")
+    verify.add_argument("--json", action="store_true", help="one JSON report per PATH (documented in docs/cli.md)")
+
+    salvage = sub.add_parser(
+        "salvage",
+        help="copy every valid batch out of a damaged segment",
+        description=(
+            "Copy the valid batches of SRC to DST, resynchronising after each corrupt region on the next batch "
+            "whose offsets, size, magic and CRC agree; report the regions skipped. SRC is only read."
+        ),
+    )
+    salvage.add_argument("src", metavar="SRC", help="the damaged .log")
+    salvage.add_argument("dst", metavar="DST", help="the output .log, or a directory to write it into")
+    salvage.add_argument("--force", action="store_true", help="replace DST if it exists")
+    salvage.add_argument("--no-indexes", action="store_true", help="do not write .index/.timeindex/.txnindex beside DST")
+    salvage.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the indexes written (4096)")
+    salvage.add_argument("--json", action="store_true", help="a JSON report")
+
+    rebuild = sub.add_parser(
+        "rebuild-index",
+        help="regenerate .index/.timeindex/.txnindex from the log",
+        description="Rebuild the indexes of segments from their logs by Kafka's rule; the .log files are not touched.",
+    )
+    rebuild.add_argument("paths", nargs="+", metavar="PATH", help="a segment file, a partition directory or a log directory")
+    rebuild.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="the topic's index.interval.bytes (4096)")
+    rebuild.add_argument("--dry-run", action="store_true", help="only say which index files would change")
+    rebuild.add_argument("--json", action="store_true", help="one JSON object per segment")
+
+    retention = sub.add_parser(
+        "retention",
+        help="show (or apply) what retention deletes, and why",
+        description=(
+            "Apply Kafka's retention (log start offset, retention.bytes, retention.ms) to a partition directory "
+            "(or every partition of a log directory). The topic's settings come only from --config."
+        ),
+    )
+    retention.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
+    retention.add_argument("--dry-run", action="store_true", help="only report (read-only: nothing is opened for writing)")
+    retention.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. retention.ms=86400000 (repeatable)")
+    retention.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
+    retention.add_argument("--json", action="store_true", help="one JSON object per partition")
+
+    convert = sub.add_parser(
+        "convert",
+        help="rewrite a segment or partition directory in another message format or codec",
+        description=(
+            "Rewrite SRC (a .log or a partition directory) into DST with the given magic and codec, keeping every "
+            "record's offset, timestamp, key, value and headers; refuses what the target cannot hold."
+        ),
+    )
+    convert.add_argument("src", metavar="SRC", help="a .log or a partition directory")
+    convert.add_argument("dst", metavar="DST", help="the output .log or directory")
+    convert.add_argument("--magic", type=int, choices=(0, 1, 2), default=2, help="the target message format (2)")
+    convert.add_argument("--compression", choices=_CODEC_NAMES, default="none", help="the target codec (none)")
+    convert.add_argument("--compression-level", type=int, default=None, metavar="N", help="the codec's level (its default)")
+    convert.add_argument("--drop-timestamps", action="store_true", help="allow magic 0 output of records with timestamps")
+    convert.add_argument("--drop-producer-state", action="store_true", help="allow v0/v1 output of idempotent producers' batches")
+    convert.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the output (4096)")
+    convert.add_argument("--force", action="store_true", help="replace existing output segments")
+    convert.add_argument("--json", action="store_true", help="a JSON report")
+
+    stat_cmd = sub.add_parser(
+        "stat",
+        help="summarise segments: offsets, times, sizes, codecs, records, tombstones, producers",
+        description="Describe the segments of a file, partition directory or log directory (read-only).",
+    )
+    stat_cmd.add_argument("paths", nargs="+", metavar="PATH", help="a .log file, a partition directory or a log directory")
+    stat_cmd.add_argument("--shallow", action="store_true", help="read batch headers only (no tombstone count)")
+    stat_cmd.add_argument("--json", action="store_true", help="one JSON object per PATH")
+    for p in (verify, salvage, rebuild, retention, convert, stat_cmd):
+        p.set_defaults(_parser=p)
+
+
+def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    tool = _Tool(args.command, args, out, err)
+    try:
+        if args.command == "verify":
+            _run_verify(tool)
+        elif args.command == "stat":
+            _run_stat(tool)
+        elif args.command == "salvage":
+            _run_salvage(tool)
+        elif args.command == "rebuild-index":
+            _run_rebuild(tool)
+        elif args.command == "retention":
+            _run_retention(tool, args._parser)
+        elif args.command == "convert":
+            _run_convert(tool)
+    except SystemExit as e:  # a usage error found after parsing (--config)
+        return e.code if isinstance(e.code, int) else 2
+    return tool.status
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Run a subcommand (``dump``); return the exit status.
+    """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
+    ``convert``, ``stat``); return the exit status.
 
     Args:
         argv: the arguments after the program name, starting with the subcommand.
@@ -2145,13 +2743,15 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     parser = _build_parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-        options = _options(parser, args)
+        options = _options(parser, args) if args.command == "dump" else None
     except SystemExit as e:  # usage errors (2) and --help (0)
         return e.code if isinstance(e.code, int) else 2
     out_stream, out_wrapped = _utf8(stdout or sys.stdout)
     err_stream, err_wrapped = _utf8(stderr or sys.stderr)
-    output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
     try:
+        if options is None:
+            return _run_tool(args, out_stream, err_stream)
+        output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
         return _Dump(options, output).run()  # type: ignore[arg-type]
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly.

@@ -26,6 +26,7 @@ __all__ = [
     "DuplicateSequenceError",
     "InvalidTxnStateError",
     "LogCleaningAbortedError",
+    "ConversionError",
 ]
 
 
@@ -149,3 +150,8 @@ class LogCleaningAbortedError(KafkalogError):
     """A cleaning pass stopped before its swap: the log changed underneath it (truncation,
     retention, close) or the cleaner was asked to stop. Nothing was replaced; a later pass
     starts again (Kafka's ``LogCleaningAbortedException``)."""
+
+
+class ConversionError(KafkalogError, ValueError):
+    """A batch the target format cannot represent (headers or producer state to v0/v1, zstd
+    below v2), or a conversion whose output would overwrite data."""
