@@ -813,3 +813,38 @@ def test_kafka_written_consumer_offsets_compact_without_losing_a_key(source, tmp
         assert latest_per_key(committed_view(reopened)) == latest_per_key(before)
     finally:
         reopened.close()
+
+
+# -- dry runs and breakdowns ----------------------------------------------------------------------
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def test_a_dry_run_counts_everything_and_writes_nothing(open_log, clock) -> None:
+    log = open_log(compact(segment_bytes=400, delete_retention_ms=1000))
+    log.append(kv([("a", "1"), ("b", "1"), ("a", "2")]))
+    log.append(kv([("x", "1")], pid=1, epoch=0, seq=0, txn=True))
+    log.append(marker(ControlRecordType.ABORT, 1), origin=AppendOrigin.COORDINATOR)
+    log.append(kv([("b", None), ("c", "1")]))
+    log.append(kv([("p", "1")], pid=1, epoch=0, seq=1))  # so the aborted batch is not pid 1's last
+    log.roll()
+    before = _files(log.directory)
+    checkpoint = log.directory.parent / "cleaner-offset-checkpoint"
+    c = LogCleaner(dedupe_buffer_size=1 << 16, clock=clock)
+    dry = c.clean(log, dry_run=True, count_keys=True)
+    assert _files(log.directory) == before and not checkpoint.exists()
+    assert dry.dry_run and dry.removed == {"superseded": 2, "aborted": 1}
+    assert dry.removed_by_key == {b"a": 1, b"b": 1}
+    assert sum(s.records_read for s in dry.segments) == 8 and sum(s.records_kept for s in dry.segments) == 5
+    assert dry.to_dict()["removed_by_key"] == {b"a".hex(): 1, b"b".hex(): 1}
+    real = c.clean(log)
+    assert not real.dry_run and real.removed == dry.removed and real.records_written == dry.records_written
+    assert real.removed_by_key is None
+    assert [(s.base_offset, s.records_kept, s.removed) for s in real.segments] == [
+        (s.base_offset, s.records_kept, s.removed) for s in dry.segments
+    ]
+    clock.now = T0 + 5000
+    dry = c.clean(log, dry_run=True)
+    assert dry.removed == {"tombstone": 1}

@@ -48,7 +48,8 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -64,6 +65,7 @@ __all__ = [
     "OffsetMap",
     "Throttler",
     "CleanerStats",
+    "SegmentCleanStats",
     "CleanerProgress",
     "LogToClean",
     "Cleaner",
@@ -263,11 +265,35 @@ class Throttler:
             return slept
 
 
+#: Why records go: an older record of a key mapped later; a tombstone past its horizon (or, for
+#: v0/v1, past the segment-time rule); a record without a key; data of an aborted transaction;
+#: a transaction marker whose transaction has no data left and whose horizon has passed.
+REASONS = ("superseded", "tombstone", "keyless", "aborted", "marker")
+
+
+@dataclass
+class SegmentCleanStats:
+    """What a pass did to one source segment."""
+
+    base_offset: int
+    size: int
+    records_read: int = 0
+    records_kept: int = 0
+    bytes_kept: int = 0
+    removed: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass
 class CleanerStats:
-    """What one cleaning of one log did (Kafka's ``CleanerStats``, plus counts it logs)."""
+    """What one cleaning of one log did (Kafka's ``CleanerStats``, plus counts it logs).
+
+    ``removed`` counts records removed by reason (:data:`REASONS`), ``segments`` has the same per
+    source segment, and ``removed_by_key`` (only when asked for: it grows with the keys) the
+    superseded and expired records per key. With ``dry_run`` nothing was written.
+    """
 
     log: str = ""
+    dry_run: bool = False
     first_dirty_offset: int = -1
     end_offset: int = -1
     rounds: int = 0
@@ -290,6 +316,9 @@ class CleanerStats:
     throttled_s: float = 0.0
     map_s: float = 0.0
     elapsed_s: float = 0.0
+    removed: dict[str, int] = field(default_factory=dict)
+    segments: list[SegmentCleanStats] = field(default_factory=list)
+    removed_by_key: dict[bytes, int] | None = None
 
     @property
     def records_removed(self) -> int:
@@ -303,14 +332,28 @@ class CleanerStats:
             "segments_cleaned", "groups", "rounds", "throttled_s", "map_s", "elapsed_s",
         ):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for reason, n in other.removed.items():
+            self.removed[reason] = self.removed.get(reason, 0) + n
+        self.segments.extend(other.segments)
+        if other.removed_by_key is not None:
+            merged = Counter(self.removed_by_key or {})
+            merged.update(other.removed_by_key)
+            self.removed_by_key = dict(merged)
         self.end_offset = other.end_offset
         self.map_entries = max(self.map_entries, other.map_entries)
         self.map_slots = other.map_slots
         self.buffer_utilization = max(self.buffer_utilization, other.buffer_utilization)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """JSON-safe (keys of ``removed_by_key`` as hex)."""
+        by_key = self.removed_by_key
+        self.removed_by_key = None
+        try:
+            d = asdict(self)
+        finally:
+            self.removed_by_key = by_key
         d["records_removed"] = self.records_removed
+        d["removed_by_key"] = None if by_key is None else {k.hex(): n for k, n in by_key.items()}
         return d
 
     def summary(self) -> str:
@@ -570,6 +613,8 @@ class _Filter(RecordFilter):
         self.upper_bound_offset = upper_bound_offset
         self.stats = stats
         self.discard_records = False
+        self.removed: Counter[str] = Counter()
+        self.by_key: Counter[bytes] | None = None
 
     def check_batch_retention(self, batch: RecordBatch) -> tuple[BatchRetention, bool]:
         # Markers piggy-back on the tombstone horizon: never removed before their transaction's
@@ -587,6 +632,8 @@ class _Filter(RecordFilter):
             retention = BatchRetention.RETAIN_EMPTY  # the pass's last offset must stay in the log
         elif self.discard_records:
             retention = BatchRetention.DELETE
+            # Not decoded: a v2 batch (the only kind with transactions) knows its count.
+            self.removed["marker" if batch.is_control else "aborted"] += batch.count or 0
         else:
             retention = BatchRetention.DELETE_EMPTY
         return retention, can_discard and batch.is_control
@@ -601,6 +648,7 @@ class _Filter(RecordFilter):
 
     def retain(self, batch: RecordBatch, records: Sequence[Record]) -> list[bool]:
         if self.discard_records:
+            self.removed["marker" if batch.is_control else "aborted"] += len(records)
             return [False] * len(records)
         if batch.is_control:
             return [True] * len(records)
@@ -614,7 +662,8 @@ class _Filter(RecordFilter):
         else:
             retain_deletes = self.retain_legacy_deletes
         flags = []
-        stats = self.stats
+        removed = self.removed
+        by_key = self.by_key
         for record in records:
             offset = record.offset
             if offset > latest:  # past what this pass mapped
@@ -622,14 +671,19 @@ class _Filter(RecordFilter):
                 continue
             key = record.key
             if key is None:
-                stats.keyless_records += 1
+                removed["keyless"] += 1
                 flags.append(False)
                 continue
-            keep = offset >= get(md5(key).digest())
-            if keep and record.value is None and not retain_deletes:
-                keep = False
-                stats.tombstones_removed += 1
-            flags.append(keep)
+            if offset < get(md5(key).digest()):
+                removed["superseded"] += 1
+            elif record.value is None and not retain_deletes:
+                removed["tombstone"] += 1
+            else:
+                flags.append(True)
+                continue
+            flags.append(False)
+            if by_key is not None:
+                by_key[key] += 1
         return flags
 
 
@@ -677,11 +731,18 @@ class Cleaner:
 
     # -- one pass ---------------------------------------------------------------------------
 
-    def clean(self, cleanable: LogToClean, now_ms: int | None = None) -> tuple[int, CleanerStats]:
-        """Clean ``cleanable.log`` once; return the first offset not cleaned and the figures."""
+    def clean(
+        self, cleanable: LogToClean, now_ms: int | None = None, *, dry_run: bool = False, count_keys: bool = False
+    ) -> tuple[int, CleanerStats]:
+        """Clean ``cleanable.log`` once; return the first offset not cleaned and the figures.
+        With ``dry_run`` everything is decided and counted but nothing is written; with
+        ``count_keys`` removals are also counted per key."""
         now = self.clock() if now_ms is None else now_ms
         log = cleanable.log
-        stats = CleanerStats(log=log.directory.name, first_dirty_offset=cleanable.first_dirty_offset, rounds=1)
+        stats = CleanerStats(
+            log=log.directory.name, first_dirty_offset=cleanable.first_dirty_offset, rounds=1, dry_run=dry_run,
+            removed_by_key={} if count_keys else None,
+        )  # fmt: skip
         started = time.monotonic()
         throttled_before = self.throttler.slept_s
         truncations = log.truncations
@@ -709,6 +770,8 @@ class Cleaner:
         for group in groups:
             done = self.clean_segments(log, group, now, stats, txns, legacy_horizon, upper, truncations, done, total)
         stats.groups = len(groups)
+        stats.keyless_records = stats.removed.get("keyless", 0)
+        stats.tombstones_removed = stats.removed.get("tombstone", 0)
         stats.buffer_utilization = self.offset_map.utilization
         stats.end_offset = end_offset
         stats.throttled_s = self.throttler.slept_s - throttled_before
@@ -729,6 +792,19 @@ class Cleaner:
         total: int = 0,
     ) -> int:
         """Rewrite one group of segments into a ``.cleaned`` segment and swap it in."""
+        if stats.dry_run:
+            cleaned = None
+            last_records = log.last_records_of_active_producers()
+            for i, segment in enumerate(segments):
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.next_offset
+                txns.add_aborted(log.collect_aborted_transactions(segment.base_offset, upper))
+                retain_legacy = segment.last_modified_ms > legacy_horizon_ms
+                self.clean_into(
+                    log, segment, None, now_ms, retain_legacy, txns, last_records, upper_bound_offset, stats, done, total
+                )  # fmt: skip
+                done += segment.size
+            stats.segments_cleaned += len(segments)
+            return done
         cleaned = log.create_cleaned_segment(segments[0].base_offset)
         txns.cleaned_segment = cleaned
         try:
@@ -764,7 +840,7 @@ class Cleaner:
         self,
         log: Log,
         source: LogSegment,
-        dest: LogSegment,
+        dest: LogSegment | None,
         now_ms: int,
         retain_legacy_deletes: bool,
         txns: _TransactionMetadata,
@@ -774,11 +850,15 @@ class Cleaner:
         done: int = 0,
         total: int = 0,
     ) -> None:
-        """Copy what the map keeps of ``source`` into ``dest`` (Kafka's ``cleanInto``)."""
+        """Copy what the map keeps of ``source`` into ``dest`` (Kafka's ``cleanInto``); with no
+        ``dest`` (a dry run) only count."""
         record_filter = _Filter(
             self, now_ms, log.config.delete_retention_ms, self.offset_map, retain_legacy_deletes, txns, last_records,
             upper_bound_offset, stats,
         )  # fmt: skip
+        if stats.removed_by_key is not None:
+            record_filter.by_key = Counter()
+        seg = SegmentCleanStats(source.base_offset, source.size)
         out = bytearray()
         for chunk in self._chunks(log, source, 0):
             self.check_done(log)
@@ -792,7 +872,9 @@ class Cleaner:
             stats.batches_rewritten += result.batches_rewritten
             stats.empty_batches += result.empty_batches
             stats.horizons_set += result.horizons_set
-            if out:
+            seg.records_kept += result.records_retained
+            seg.bytes_kept += result.bytes_retained
+            if out and dest is not None:
                 view = memoryview(out)
                 for kept in result.retained:
                     dest.append(
@@ -806,6 +888,15 @@ class Cleaner:
             done += result.bytes_read
             if self.progress is not None:
                 self.progress(CleanerProgress(log.directory.name, "clean", done, total))
+        seg.removed = dict(record_filter.removed)
+        seg.records_read = seg.records_kept + sum(seg.removed.values())
+        stats.segments.append(seg)
+        for reason, n in seg.removed.items():
+            stats.removed[reason] = stats.removed.get(reason, 0) + n
+        if record_filter.by_key:
+            merged = Counter(stats.removed_by_key)
+            merged.update(record_filter.by_key)
+            stats.removed_by_key = dict(merged)
 
     # -- the offset map ---------------------------------------------------------------------
 
@@ -964,11 +1055,17 @@ class LogCleaner:
 
     # -- run once ---------------------------------------------------------------------------
 
-    def clean(self, log: Log, now_ms: int | None = None) -> CleanerStats | None:
+    def clean(
+        self, log: Log, now_ms: int | None = None, *, dry_run: bool = False, count_keys: bool = False
+    ) -> CleanerStats | None:
         """Compact ``log`` now if anything in it is cleanable: dirty records below its first
         uncleanable offset (whatever the dirty ratio), or batches whose tombstone or marker
         delete horizon has passed. Passes repeat until the dirty range is done (a full offset
         map ends a pass early). Returns the figures, or None when there was nothing to do.
+
+        With ``dry_run`` one pass decides and counts everything (by reason, per segment, and
+        with ``count_keys`` per key) but writes nothing: no segment, no checkpoint. Its
+        ``end_offset`` below the first uncleanable offset means more passes would follow.
 
         Raises:
             InvalidConfigError: the log's ``cleanup.policy`` does not include ``compact``.
@@ -985,12 +1082,15 @@ class LogCleaner:
         total: CleanerStats | None = None
         while True:
             now = self.clock() if now_ms is None else now_ms
-            ltc = self._to_clean(log, now)
+            ltc = self._to_clean(log, now, write=not dry_run)
             if ltc.cleanable_bytes == 0 and not self._horizon_due(log, ltc, now):
                 break
             if total is not None and ltc.first_dirty_offset >= ltc.first_uncleanable_offset:
                 break  # a horizon-only pass already ran
-            stats = self._clean_log(ltc, now)
+            if dry_run:
+                with self._run_lock:
+                    return self.cleaner.clean(ltc, now, dry_run=True, count_keys=count_keys)[1]
+            stats = self._clean_log(ltc, now, count_keys)
             if total is None:
                 total = stats
             else:
@@ -1001,9 +1101,9 @@ class LogCleaner:
             self.last_stats = total
         return total
 
-    def _to_clean(self, log: Log, now: int) -> LogToClean:
+    def _to_clean(self, log: Log, now: int, write: bool = True) -> LogToClean:
         first_dirty, uncleanable, reset = cleanable_offsets(log, log.cleaner_checkpoint, now)
-        if reset:
+        if reset and write:
             log.checkpoint_cleaner_offset(first_dirty)
         delay = max_compaction_delay(log, first_dirty, now)
         return LogToClean.of(log, first_dirty, uncleanable, delay > 0)
@@ -1025,7 +1125,7 @@ class LogCleaner:
         earliest = self._horizons[key]
         return earliest is not None and earliest <= now
 
-    def _clean_log(self, ltc: LogToClean, now: int) -> CleanerStats:
+    def _clean_log(self, ltc: LogToClean, now: int, count_keys: bool = False) -> CleanerStats:
         log = ltc.log
         key = str(log.directory)
         with self._lock:
@@ -1035,7 +1135,7 @@ class LogCleaner:
         try:
             with self._run_lock:
                 try:
-                    end, stats = self.cleaner.clean(ltc, now)
+                    end, stats = self.cleaner.clean(ltc, now, count_keys=count_keys)
                 except LogCleaningAbortedError:
                     raise
                 except (KafkalogError, OSError, ValueError, OverflowError) as e:
