@@ -22,6 +22,8 @@ The operator tools live here too, as thin adapters over the library (docs/cli.md
     kafkalog retention PATH --dry-run --config retention.ms=...   # Log.delete_old_segments
     kafkalog convert SRC DST --magic 2 --compression zstd         # kafkalog.convert
     kafkalog stat PATH...              # the verify pass, as a table
+    kafkalog compact PATH --dry-run --keys 10                     # LogCleaner.clean
+    kafkalog demo [DIR]                # a sample partition: written, compacted, verified, dumped
 
 Each maps a KafkalogError or OSError to one line on stderr and exit status 1 (2 for usage).
 """
@@ -33,6 +35,7 @@ import base64
 import datetime
 import io
 import json
+import logging
 import os
 import re
 import stat
@@ -45,6 +48,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from . import crc as _crc
+from .builder import RecordBatchBuilder
 from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -54,23 +58,25 @@ from .checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
+from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, REASONS, CleanerProgress, CleanerStats, LogCleaner, LogToClean, cleanable_offsets
+from .compression import Compression
 from .config import LogConfig
 from .convert import RebuildReport, convert_path, rebuild_path
 from .errors import KafkalogError
 from .file_records import FileRecords
 from .index import OffsetIndex, TimeIndex
 from .log import Log
-from .producer_state import ProducerStateEntry, decode_snapshot
-from .record import ControlRecordType, Record, RecordBatch
+from .producer_state import AppendOrigin, ProducerStateEntry, decode_snapshot
+from .record import ControlRecordType, Record, RecordBatch, TimestampType
 from .salvage import salvage_segment
 from .verify import Problem as VerifyProblem
 from .verify import SegmentReport as VerifySegmentReport
 from .verify import find_partition_dirs, plan_partition_retention, segment_logs, total_log_bytes, verify_path
 
-__all__ = ["main", "SUBCOMMANDS"]
+__all__ = ["main", "SUBCOMMANDS", "build_sample", "SAMPLE_PARTITION"]
 
 #: The subcommands ``python -m kafkalog`` hands over to this module.
-SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat")
+SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo")
 
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -2620,8 +2626,520 @@ def _run_convert(tool: _Tool) -> None:
     tool.guarded(run)
 
 
+# ------------------------------------------------------------------------------------------------
+# compact: LogCleaner.clean over a partition directory (or each of a log directory)
+
+
+class _CleanerBars:
+    """Progress bars for a cleaning: one per phase of each pass (``compact map``, then
+    ``compact clean``), fed the cleaner's :class:`CleanerProgress` (cumulative byte counts)."""
+
+    def __init__(self, tool: _Tool) -> None:
+        self._tool = tool
+        self._bar: _ProgressBar | None = None
+        self._phase: tuple[str, int] | None = None
+        self._done = 0
+
+    def __call__(self, p: CleanerProgress) -> None:
+        if (p.phase, p.total) != self._phase or p.done < self._done:  # a new phase or pass
+            self.close()
+            self._bar = self._tool.progress(p.total, f"compact {p.log} {p.phase}")
+            self._phase, self._done = (p.phase, p.total), 0
+        assert self._bar is not None
+        self._bar(p.done - self._done)
+        self._done = p.done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        self._phase, self._done = None, 0
+
+
+class _LibraryWarnings(logging.Handler):
+    """Collects the library's warnings (``kafkalog.*`` loggers: a rebuilt index, a corrupt
+    checkpoint ignored) while it is entered, so a command reports them in its output instead of
+    Python's last-resort handler printing them on stderr."""
+
+    def __init__(self, sink: list[str] | None = None) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = [] if sink is None else sink
+        self._logger = logging.getLogger("kafkalog")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> list[str]:
+        self._logger.addHandler(self)
+        return self.messages
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+
+
+def _compact_config(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
+    """The topic settings from ``--config``, with ``cleanup.policy=compact`` implied: compacting
+    is what was asked. A policy given without compact contradicts the command (a usage error)."""
+    config = _config_from(tool, parser)
+    given = any(item.partition("=")[0].strip() == "cleanup.policy" for item in tool.args.config or [])
+    if not given:
+        return config.replace(cleanup_policy=("compact",))
+    if not config.compact:
+        parser.error(
+            f"--config cleanup.policy={','.join(config.cleanup_policy)} does not include compact: Kafka compacts only "
+            "topics whose cleanup.policy is compact (or compact,delete); leave it out (compact is implied) or add compact"
+        )
+    return config
+
+
+def _key_text(key: bytes) -> str | None:
+    """A key as text when it is printable UTF-8, else None."""
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
+
+
+def _key_label(key: bytes, width: int = 80) -> str:
+    """A key for a text line: itself when printable UTF-8, else escaped as a bytes literal's
+    body (``\\x00\\x01my-group...``); a long one keeps its start and its end."""
+    if not key:
+        return "(the empty key)"
+    text = _key_text(key)
+    if text is None:
+        text = repr(key)[2:-1]
+    if len(text) > width:
+        head = (width - 3) * 2 // 3
+        text = text[:head] + "..." + text[len(text) - (width - 3 - head) :]
+    return text
+
+
+def _top_keys(stats: CleanerStats, n: int) -> list[tuple[bytes, int]]:
+    """The ``n`` keys with the most records removed (ties by key bytes), from ``removed_by_key``."""
+    by_key = stats.removed_by_key or {}
+    return sorted(by_key.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def _segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+def _passes(stats: CleanerStats) -> list[int]:
+    """The pass each of ``stats.segments`` belongs to (each pass rewrites from the log start, so
+    a base offset that does not increase starts the next one)."""
+    passes, n, previous = [], 1, None
+    for s in stats.segments:
+        if previous is not None and s.base_offset <= previous:
+            n += 1
+        passes.append(n)
+        previous = s.base_offset
+    return passes
+
+
+def _compact_lines(stats: CleanerStats, keys: int) -> list[str]:
+    """The per-segment table, the totals and the top keys of one cleaning (text output)."""
+    multi = stats.rounds > 1
+    head = (["pass"] if multi else []) + ["segment", "records", "kept", *REASONS, "bytes", "kept bytes"]
+    rows = [head]
+    for n, s in zip(_passes(stats), stats.segments):
+        rows.append(
+            ([str(n)] if multi else [])
+            + [_segment_name(s.base_offset), str(s.records_read), str(s.records_kept)]
+            + [str(s.removed.get(r, 0)) for r in REASONS]
+            + [str(s.size), str(s.bytes_kept)]
+        )
+    rows.append(
+        ([""] if multi else [])
+        + ["total", str(sum(s.records_read for s in stats.segments)), str(sum(s.records_kept for s in stats.segments))]
+        + [str(stats.removed.get(r, 0)) for r in REASONS]
+        + [str(sum(s.size for s in stats.segments)), str(sum(s.bytes_kept for s in stats.segments))]
+    )
+    first_number = 2 if multi else 1
+    lines = ["  " + line for line in _table(rows, set(range(first_number, len(head))))]
+    removed = sum(stats.removed.values())
+    verb = "would remove" if stats.dry_run else "removed"
+    reasons = ", ".join(f"{stats.removed[r]} {r}" for r in REASONS if stats.removed.get(r))
+    if multi:
+        lines.append(
+            f"  {verb} {removed} records ({reasons or 'none'}) in {stats.rounds} passes; each pass rereads the log from "
+            f"its start: {stats.records_read} records ({stats.bytes_read} bytes) read, {stats.records_written} records "
+            f"({stats.bytes_written} bytes) written"
+        )
+    else:
+        lines.append(
+            f"  {verb} {removed} of {stats.records_read} records ({reasons or 'none'}); "
+            f"{stats.bytes_read - stats.bytes_written} of {stats.bytes_read} bytes"
+        )
+    if keys and stats.removed_by_key is not None:
+        top = _top_keys(stats, keys)
+        total = len(stats.removed_by_key)
+        if not top:
+            lines.append("  records removed per key: none")
+        else:
+            lines.append(f"  records removed per key (top {len(top)} of {total} key{'s' * (total != 1)}):")
+            width = max(len(str(c)) for _, c in top)
+            lines.extend(f"    {c:>{width}}  {_key_label(k)}" for k, c in top)
+    return lines
+
+
+def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
+    a = tool.args
+    if a.roll and a.dry_run:
+        parser.error("--roll changes the log (it starts a new active segment); it cannot be used with --dry-run")
+    config = _compact_config(tool, parser)
+    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+
+    def run() -> None:
+        path = Path(a.path)
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", a.path)
+        if not path.is_dir():
+            raise KafkalogError("compact takes a partition directory or a log directory, not a file", file=a.path)
+        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
+        if not partitions:
+            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
+        for directory in partitions:
+            tool.guarded(lambda directory=directory: _compact_one(tool, directory, config, now))
+
+    tool.guarded(run)
+
+
+def _refuse_changing_load(tool: _Tool, directory: Path) -> None:
+    """For a dry run: fail when opening the log would change its segments -- recovery truncating
+    damaged or torn data, or the load finishing (or discarding) an interrupted cleaner swap. The
+    check is read-only (:func:`verify_path`)."""
+    bar = tool.progress(total_log_bytes(directory), "compact check")
+    try:
+        report = verify_path(directory, progress=bar)
+    finally:
+        bar.close()
+    damaged = [s for s in report.segments if s.valid_bytes < s.size]
+    leftovers = [p for p in report.problems if p.kind == "leftover-file"]
+    if not damaged and not leftovers:
+        return
+    what = [f"truncate {s.size - s.valid_bytes} of the {s.size} bytes of {Path(s.path).name}" for s in damaged]
+    what += [f"finish or discard {Path(p.path).name}" for p in leftovers]
+    hint = "; kafkalog verify says what is damaged, kafkalog salvage copies out the valid batches" if damaged else ""
+    raise KafkalogError(
+        f"a dry run changes no segment, but opening this log would, as a broker's load does: {', '.join(what)}"
+        f"{hint}; compact without --dry-run recovers the log first",
+        file=str(directory),
+    )
+
+
+def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
+    a = tool.args
+    if a.dry_run:
+        _refuse_changing_load(tool, directory)
+    bars = _CleanerBars(tool)
+    cleaner = LogCleaner(dedupe_buffer_size=a.dedupe_buffer_size, clock=lambda: now, progress=bars)
+    with _LibraryWarnings() as warnings:
+        log = Log.open(directory, config)  # the lock, and recovery if unclean, as a broker's load
+    try:
+        loaded = log.load_stats
+        if a.roll and log.active_segment.size > 0:
+            log.roll()
+        first_dirty, uncleanable, _ = cleanable_offsets(log, log.cleaner_checkpoint, now)
+        ltc = LogToClean.of(log, first_dirty, uncleanable)
+        start, end, segments = log.log_start_offset, log.log_end_offset, len(log.segments)
+        active, lso = log.active_segment.base_offset, log.last_stable_offset
+        try:
+            with _LibraryWarnings(warnings):
+                stats = cleaner.clean(log, now_ms=now, dry_run=a.dry_run, count_keys=a.keys > 0)
+        finally:
+            bars.close()
+        checkpoint = log.cleaner_checkpoint
+    finally:
+        with _LibraryWarnings(warnings):
+            log.close()  # runs the delayed deletions of replaced segments now
+    complete = stats is None or stats.end_offset >= ltc.first_uncleanable_offset
+    recovery = {
+        "recovered_segments": loaded.recovered_segments,
+        "truncated_bytes": loaded.truncated_bytes,
+        "deleted_segments": loaded.deleted_segments,
+    }
+    if a.json:
+        out = {
+            "partition": str(directory),
+            "dry_run": a.dry_run,
+            "now": now,
+            "log_start_offset": start,
+            "log_end_offset": end,
+            "first_dirty_offset": ltc.first_dirty_offset,
+            "first_uncleanable_offset": ltc.first_uncleanable_offset,
+            "recovery": recovery,
+            "warnings": warnings,
+            "cleaned": stats is not None,
+            "complete": complete,
+            "cleaner_checkpoint": checkpoint,
+            "stats": None,
+            "top_keys": None,
+        }
+        if stats is not None:
+            d = stats.to_dict()
+            d.pop("removed_by_key", None)
+            out["stats"] = d
+            if a.keys:
+                out["top_keys"] = [
+                    {"key_hex": k.hex(), "key": _key_text(k), "removed": n} for k, n in _top_keys(stats, a.keys)
+                ]
+        tool.json(out)
+        return
+    tool.print(
+        f"{directory}: log [{start}, {end}), {segments} segments; cleanup.policy={','.join(config.cleanup_policy)} "
+        f"delete.retention.ms={config.delete_retention_ms} min.compaction.lag.ms={config.min_compaction_lag_ms}; "
+        f"now={now} ({_ts(now)})"
+    )
+    if loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments:
+        tool.print(
+            f"  opening recovered the log as a broker's load would (indexes rebuilt from the log): "
+            f"{loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted"
+        )
+    for message in warnings:
+        tool.print(f"  warning: {message}")
+    lag = " or the first segment within min.compaction.lag.ms" if config.min_compaction_lag_ms > 0 else ""
+    tool.print(
+        f"  dirty section [{ltc.first_dirty_offset}, {ltc.first_uncleanable_offset}), {ltc.cleanable_bytes} bytes "
+        f"(cleaning stops at the active segment, base offset {active}, or the last stable offset, {lso}{lag})"
+    )
+    if stats is None:
+        hint = "; --roll makes the active segment cleanable" if ltc.first_uncleanable_offset == active and active < end else ""
+        tool.print(f"  nothing to clean{hint}")
+        return
+    for line in _compact_lines(stats, a.keys):
+        tool.print(line)
+    if a.dry_run and not complete:
+        tool.print(
+            f"  the offset map ({a.dedupe_buffer_size} bytes) filled at offset {stats.end_offset}: a real run goes on in "
+            f"more passes up to {ltc.first_uncleanable_offset} (a larger --dedupe-buffer-size shows them in one)"
+        )
+    elif not a.dry_run:
+        tool.print(f"  cleaner-offset-checkpoint: {checkpoint}")
+
+
+# ------------------------------------------------------------------------------------------------
+# demo: the whole library in one run
+
+#: The partition the demo (and ``python -m kafkalog``) writes in its log directory.
+SAMPLE_PARTITION = "sample-0"
+_SAMPLE_TS = 1_700_000_000_000
+_SAMPLE_NOW = _SAMPLE_TS + 3_600_000  # the demo's clock: an hour after its records
+_SHARED_KEYS = (b"user-0", b"user-1")
+_SAMPLE_SEGMENT_BYTES = 1200  # small, so the sample has several segments
+
+
+def _sample_config() -> LogConfig:
+    return LogConfig(segment_bytes=_SAMPLE_SEGMENT_BYTES, cleanup_policy=("compact",))
+
+
+def _sample_codecs() -> list[tuple[int, Compression]]:
+    return [(m, c) for m in (0, 1, 2) for c in Compression if not (c is Compression.ZSTD and m < 2)]
+
+
+def build_sample(directory: str | os.PathLike, *, clock: Callable[[], int] | None = None) -> int:
+    """Write the sample partition ``directory/sample-0`` through :class:`~kafkalog.log.Log`
+    (offsets assigned, every batch validated, 1200-byte segments, ``cleanup.policy=compact``): a
+    batch of five records for every (magic, codec) pair Kafka allows, then a transactional
+    batch and its COMMIT marker -- 69 offsets. Two keys recur in every batch and the last
+    batch deletes one of them with a tombstone, so compaction has work; the other keys are
+    unique, so every format survives it. Return the batches appended.
+
+    Raises:
+        KafkalogError: ``directory/sample-0`` already holds files.
+    """
+    partition = Path(directory) / SAMPLE_PARTITION
+    if partition.exists() and any(partition.iterdir()):
+        raise KafkalogError("already holds files; the sample is written to a new partition directory", file=str(partition))
+    config = _sample_config()
+    batches = 0
+    pairs = _sample_codecs()
+    log = Log.open(partition, config, clock=clock or (lambda: _SAMPLE_NOW))
+    try:
+        for n, (magic, codec) in enumerate(pairs):
+            builder = RecordBatchBuilder(magic, codec)
+            offset = log.log_end_offset
+            for i in range(5):
+                key = _SHARED_KEYS[i] if i < 2 else f"v{magic}-{codec.kafka_name}-{i}".encode()
+                value: bytes | None = f"value {i} of a v{magic} {codec.kafka_name} batch".encode()
+                if n == len(pairs) - 1 and key == _SHARED_KEYS[1]:
+                    value = None  # a tombstone: user-1 is deleted
+                headers = [("source", b"kafkalog-sample")] if magic == 2 else []
+                builder.append(key, value, timestamp=_SAMPLE_TS + offset + i, headers=headers)
+            log.append(builder.build())
+            batches += 1
+        txn = RecordBatchBuilder(
+            2, Compression.LZ4, producer_id=4242, producer_epoch=0, base_sequence=0,
+            is_transactional=True, timestamp_type=TimestampType.CREATE_TIME,
+        )  # fmt: skip
+        for i in range(3):
+            txn.append(b"txn-key", f"transactional {i}".encode(), timestamp=_SAMPLE_TS + log.log_end_offset + i)
+        log.append(txn.build())
+        marker = RecordBatchBuilder.end_transaction_marker(
+            ControlRecordType.COMMIT, producer_id=4242, producer_epoch=0, coordinator_epoch=7,
+            timestamp=_SAMPLE_TS + log.log_end_offset,
+        )  # fmt: skip
+        log.append(marker, origin=AppendOrigin.COORDINATOR)
+    finally:
+        log.close()
+    return batches + 2
+
+
+class _DumpBlock(NamedTuple):
+    file: str
+    magic: int
+    lines: list[str]  # the batch line, then its record lines
+
+
+def _dump_blocks(paths: Sequence[Path]) -> tuple[dict[str, list[str]], list[_DumpBlock]]:
+    """``kafkalog dump --deep-iteration --print-data-log`` of each segment, split into each
+    file's header lines and one block per batch."""
+    headers: dict[str, list[str]] = {}
+    blocks: list[_DumpBlock] = []
+    for path in paths:
+        out, err = io.StringIO(), io.StringIO()
+        if main(["dump", "--files", str(path), "--deep-iteration", "--print-data-log"], stdout=out, stderr=err) != 0:
+            raise KafkalogError(f"kafkalog dump failed: {err.getvalue().strip()}", file=str(path))
+        head: list[str] = []
+        for line in out.getvalue().splitlines():
+            if line.startswith("| ") and blocks and blocks[-1].file == str(path):
+                blocks[-1].lines.append(line)
+            elif line.startswith(("baseOffset:", "offset:")):
+                magic = int(re.search(r" magic: (\d+) ", line)[1])  # type: ignore[index]
+                blocks.append(_DumpBlock(str(path), magic, [line]))
+            else:
+                head.append(line)
+        headers[str(path)] = head
+    return headers, blocks
+
+
+def _dump_slice(paths: Sequence[Path], last: int) -> list[str]:
+    """The first batch of each magic and the last ``last`` batches of the segments at
+    ``paths``, as ``kafkalog dump --deep-iteration --print-data-log`` prints them (``...`` where
+    batches are left out)."""
+    headers, blocks = _dump_blocks(paths)
+    chosen = {len(blocks) - i - 1 for i in range(min(last, len(blocks)))}
+    for magic in sorted({b.magic for b in blocks}):
+        chosen.add(next(i for i, b in enumerate(blocks) if b.magic == magic))
+    lines: list[str] = []
+    shown_file, previous = None, -1
+    for i in sorted(chosen):
+        block = blocks[i]
+        if block.file != shown_file:
+            lines.extend(headers[block.file])
+            shown_file = block.file
+        elif i != previous + 1:
+            lines.append("...")
+        lines.extend(block.lines)
+        previous = i
+    return lines
+
+
+def _run_demo(tool: _Tool) -> None:
+    a = tool.args
+
+    def run() -> None:
+        if a.dir is None:
+            with tempfile.TemporaryDirectory(prefix="kafkalog-demo-") as tmp:
+                tool.print(f"kafkalog demo in {tmp} (a temporary directory, removed at the end; kafkalog demo DIR keeps it)")
+                _demo(tool, Path(tmp))
+        else:
+            log_dir = Path(a.dir)
+            if log_dir.exists() and not log_dir.is_dir():
+                raise NotADirectoryError(20, "Not a directory", a.dir)
+            log_dir.mkdir(parents=True, exist_ok=True)
+            tool.print(f"kafkalog demo in {log_dir} (kept)")
+            _demo(tool, log_dir)
+
+    tool.guarded(run)
+
+
+def _demo(tool: _Tool, log_dir: Path) -> None:
+    """Build, summarise, compact, verify and dump the sample partition in ``log_dir``."""
+    partition = log_dir / SAMPLE_PARTITION
+    now = _SAMPLE_NOW
+    build_sample(log_dir, clock=lambda: now)
+
+    tool.print()
+    tool.print("1. Write: every magic x codec, keyed records, a tombstone and a transaction, through Log.append")
+    before = verify_path(partition, deep=True)
+    p = before.partitions[0]
+    tool.print(
+        f"{partition}: offsets [{p.log_start_offset}, {p.log_end_offset}), {p.segments} segments, {p.size} bytes"
+    )
+    rows = [["segment", "offsets", "batches", "records", "tombstones", "bytes", "magics", "codecs"]]
+    for s in before.segments:
+        offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
+        rows.append([
+            Path(s.path).name, offsets, str(s.batches), str(s.records), str(s.tombstones or 0), str(s.size),
+            ",".join(map(str, s.magics)), ",".join(s.codecs),
+        ])  # fmt: skip
+    for line in _table(rows, {2, 3, 4, 5}):
+        tool.print("  " + line)
+    formats = "  ".join(
+        f"v{m} " + ",".join(c.kafka_name for mm, c in _sample_codecs() if mm == m) for m in (0, 1, 2)
+    )
+    tool.print(f"  formats: {formats}; keys {', '.join(k.decode() for k in _SHARED_KEYS)} in every batch")
+
+    tool.print()
+    tool.print("2. Compact: roll the active segment, then LogCleaner.clean (as kafkalog compact --roll --keys 3)")
+    config = _sample_config()
+    cleaner = LogCleaner(dedupe_buffer_size=1 << 20, clock=lambda: now)
+    log = Log.open(partition, config, clock=lambda: now)
+    try:
+        log.roll()  # Kafka never cleans the active segment
+        stats = cleaner.clean(log, now_ms=now, count_keys=True)
+        if stats is None:
+            raise KafkalogError("the cleaner found nothing to clean in the sample", file=str(partition))
+        for line in _compact_lines(stats, 3):
+            tool.print(line)
+        # The pass stamped the tombstone's batch with a delete horizon: now + delete.retention.ms.
+        later = now + config.delete_retention_ms
+        again = cleaner.clean(log, now_ms=later)
+        gone = 0 if again is None else again.removed.get("tombstone", 0)
+        tool.print(
+            f"  {_SHARED_KEYS[1].decode()}'s tombstone stays until its delete horizon, now + delete.retention.ms "
+            f"({config.delete_retention_ms} ms); a pass then (--now-ms {later}) removed {gone} tombstone{'s' * (gone != 1)}"
+        )
+    finally:
+        log.close()
+
+    tool.print()
+    tool.print("3. Verify: kafkalog.verify.verify_path (CRCs, offsets, indexes, snapshots, checkpoints)")
+    report = verify_path(partition)
+    if not report.ok:
+        tool.status = 1
+        for line in _problem_lines([q for q in report.problems if q.severity == "error"], str(partition)):
+            tool.print("  " + line)
+    tool.print(
+        f"{partition}: {'OK' if report.ok else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
+        f"{report.errors} errors, {report.warnings} warnings"
+    )
+
+    tool.print()
+    tool.print(
+        "4. Dump: kafkalog dump --files SEGMENT --deep-iteration --print-data-log (Kafka's kafka-dump-log.sh "
+        "output): the first batch of each magic and the last three batches"
+    )
+    for line in _dump_slice([Path(s.path) for s in report.segments if s.records], 3):
+        tool.print(line)
+    tool.print()
+    where = str(partition) if tool.args.dir else "PARTITION_DIR"
+    tool.print(
+        f"Next: kafkalog stat {where}; kafkalog verify {where}; kafkalog compact {where} --dry-run --keys 10; "
+        "kafkalog dump --files SEGMENT.log (docs/cli.md)"
+    )
+
+
 def _interval(text: str) -> int:
     return _size(text)
+
+
+def _dedupe_size(text: str) -> int:
+    value = _size(text)
+    if value < 2 * 24:
+        raise argparse.ArgumentTypeError(f"{text} is too small: the offset map needs room for two 24-byte slots")
+    return value
 
 
 def _add_tool_commands(sub) -> None:
@@ -2708,7 +3226,45 @@ def _add_tool_commands(sub) -> None:
     stat_cmd.add_argument("paths", nargs="+", metavar="PATH", help="a .log file, a partition directory or a log directory")
     stat_cmd.add_argument("--shallow", action="store_true", help="read batch headers only (no tombstone count)")
     stat_cmd.add_argument("--json", action="store_true", help="one JSON object per PATH")
-    for p in (verify, salvage, rebuild, retention, convert, stat_cmd):
+    compact = sub.add_parser(
+        "compact",
+        help="show (or do) what compaction removes, per segment, reason and key",
+        description=(
+            "Compact a partition directory (or every partition of a log directory) with Kafka's log cleaner: keep the "
+            "latest record of each key, drop records without a key, aborted transactions' data, and tombstones and "
+            "markers past their delete horizon. cleanup.policy=compact is implied; the other topic settings come only "
+            "from --config. Kafka never cleans the active segment (--roll closes it first)."
+        ),
+    )
+    compact.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
+    compact.add_argument(
+        "--dry-run", action="store_true",
+        help="decide and count everything in one pass; write no segment and no cleaner checkpoint (a log whose "
+        "opening would change a segment, by recovery or an interrupted swap, is refused)",
+    )  # fmt: skip
+    compact.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. delete.retention.ms=0 (repeatable)")
+    compact.add_argument(
+        "--now-ms", "--now", dest="now", type=int, default=None, metavar="MS",
+        help="the cleaner's clock in epoch milliseconds, for delete horizons and compaction lags (default: the clock)",
+    )  # fmt: skip
+    compact.add_argument("--keys", type=_interval, default=0, metavar="N", help="count removals per key and list the N keys with the most")
+    compact.add_argument("--roll", action="store_true", help="roll the active segment first, so all of the log is cleanable")
+    compact.add_argument(
+        "--dedupe-buffer-size", type=_dedupe_size, default=DEFAULT_DEDUPE_BUFFER_SIZE, metavar="BYTES",
+        help="the offset map's memory, 24 bytes a key (Kafka's log.cleaner.dedupe.buffer.size, 134217728)",
+    )  # fmt: skip
+    compact.add_argument("--json", action="store_true", help="one JSON object per partition")
+
+    demo = sub.add_parser(
+        "demo",
+        help="build a sample partition with every format and codec, compact, verify and dump it",
+        description=(
+            "Write a sample partition (every magic x codec, keyed records with repeats, a tombstone, a transaction) "
+            "through Log, summarise it, compact it with LogCleaner, verify it and dump a slice of it."
+        ),
+    )
+    demo.add_argument("dir", nargs="?", metavar="DIR", help="the log directory to write DIR/sample-0 in, kept (default: a temporary one, removed)")
+    for p in (verify, salvage, rebuild, retention, convert, stat_cmd, compact, demo):
         p.set_defaults(_parser=p)
 
 
@@ -2727,6 +3283,10 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             _run_retention(tool, args._parser)
         elif args.command == "convert":
             _run_convert(tool)
+        elif args.command == "compact":
+            _run_compact(tool, args._parser)
+        elif args.command == "demo":
+            _run_demo(tool)
     except SystemExit as e:  # a usage error found after parsing (--config)
         return e.code if isinstance(e.code, int) else 2
     return tool.status
@@ -2734,7 +3294,7 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
-    ``convert``, ``stat``); return the exit status.
+    ``convert``, ``stat``, ``compact``, ``demo``); return the exit status.
 
     Args:
         argv: the arguments after the program name, starting with the subcommand.
