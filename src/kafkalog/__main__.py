@@ -53,12 +53,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``kafkalog`` entry point: a subcommand goes to :func:`kafkalog.cli.main`; ``.log``
     paths are summarised; no argument (or only ``--out DIR``) runs ``kafkalog demo``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "broker":  # `kafkalog broker ...`: see kafkalog.broker
+        from .broker import main as broker_main
+
+        return broker_main(argv[1:])
     if argv and argv[0] in cli.SUBCOMMANDS:  # `kafkalog dump ...`: see kafkalog.cli
         return cli.main(argv)
     parser = argparse.ArgumentParser(
         prog="kafkalog",
         description=__doc__.split("\n\n")[0],
-        epilog=f"commands: {', '.join(cli.SUBCOMMANDS)} (kafkalog COMMAND --help)",
+        epilog=f"commands: {', '.join((*cli.SUBCOMMANDS, 'broker'))} (kafkalog COMMAND --help)",
     )
     parser.add_argument("files", nargs="*", help=".log segment files to summarise (default: run kafkalog demo)")
     parser.add_argument("--out", metavar="DIR", help="the demo's log directory, kept (default: a temporary one)")
