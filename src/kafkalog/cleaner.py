@@ -791,21 +791,9 @@ class Cleaner:
         done: int = 0,
         total: int = 0,
     ) -> int:
-        """Rewrite one group of segments into a ``.cleaned`` segment and swap it in."""
-        if stats.dry_run:
-            cleaned = None
-            last_records = log.last_records_of_active_producers()
-            for i, segment in enumerate(segments):
-                upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.next_offset
-                txns.add_aborted(log.collect_aborted_transactions(segment.base_offset, upper))
-                retain_legacy = segment.last_modified_ms > legacy_horizon_ms
-                self.clean_into(
-                    log, segment, None, now_ms, retain_legacy, txns, last_records, upper_bound_offset, stats, done, total
-                )  # fmt: skip
-                done += segment.size
-            stats.segments_cleaned += len(segments)
-            return done
-        cleaned = log.create_cleaned_segment(segments[0].base_offset)
+        """Rewrite one group of segments into a ``.cleaned`` segment and swap it in (in a dry
+        run, only count)."""
+        cleaned = None if stats.dry_run else log.create_cleaned_segment(segments[0].base_offset)
         txns.cleaned_segment = cleaned
         try:
             last_records = log.last_records_of_active_producers()
@@ -819,19 +807,21 @@ class Cleaner:
                     done, total,
                 )  # fmt: skip
                 done += segment.size
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            # The new segment keeps the mtime of the last one it replaces (retention and the
-            # legacy tombstone rule read it).
-            mtime_ns = os.stat(segments[-1].log.path).st_mtime_ns
-            os.utime(cleaned.log.path, ns=(mtime_ns, mtime_ns))
-            self.check_done(log)
-            log.replace_segments(cleaned, segments, truncations=truncations)
+            if cleaned is not None:
+                cleaned.on_become_inactive()
+                cleaned.flush()
+                # The new segment keeps the mtime of the last one it replaces (retention and the
+                # legacy tombstone rule read it).
+                mtime_ns = os.stat(segments[-1].log.path).st_mtime_ns
+                os.utime(cleaned.log.path, ns=(mtime_ns, mtime_ns))
+                self.check_done(log)
+                log.replace_segments(cleaned, segments, truncations=truncations)
         except BaseException:
-            try:
-                cleaned.delete_if_exists()
-            except OSError:
-                _log.exception("could not delete the cleaned segment %s", cleaned.log.path)
+            if cleaned is not None:
+                try:
+                    cleaned.delete_if_exists()
+                except OSError:
+                    _log.exception("could not delete the cleaned segment %s", cleaned.log.path)
             raise
         stats.segments_cleaned += len(segments)
         return done
