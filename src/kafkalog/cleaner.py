@@ -594,7 +594,6 @@ class _Filter(RecordFilter):
 
     def __init__(
         self,
-        cleaner: Cleaner,
         now_ms: int,
         delete_retention_ms: int,
         offset_map: OffsetMap,
@@ -602,16 +601,13 @@ class _Filter(RecordFilter):
         txns: _TransactionMetadata,
         last_records: dict[int, LastRecord],
         upper_bound_offset: int,
-        stats: CleanerStats,
     ) -> None:
         super().__init__(now_ms, delete_retention_ms)
-        self.cleaner = cleaner
         self.map = offset_map
         self.retain_legacy_deletes = retain_legacy_deletes
         self.txns = txns
         self.last_records = last_records
         self.upper_bound_offset = upper_bound_offset
-        self.stats = stats
         self.discard_records = False
         self.removed: Counter[str] = Counter()
         self.by_key: Counter[bytes] | None = None
@@ -843,8 +839,8 @@ class Cleaner:
         """Copy what the map keeps of ``source`` into ``dest`` (Kafka's ``cleanInto``); with no
         ``dest`` (a dry run) only count."""
         record_filter = _Filter(
-            self, now_ms, log.config.delete_retention_ms, self.offset_map, retain_legacy_deletes, txns, last_records,
-            upper_bound_offset, stats,
+            now_ms, log.config.delete_retention_ms, self.offset_map, retain_legacy_deletes, txns, last_records,
+            upper_bound_offset,
         )  # fmt: skip
         if stats.removed_by_key is not None:
             record_filter.by_key = Counter()
