@@ -159,6 +159,17 @@ def plain(on: bool = True):
         columnar._PLAIN = saved
 
 
+@contextlib.contextmanager
+def walk(vector: bool):
+    """Force the record-length walk of the fast path: vectorised across batches, or in Python."""
+    saved = columnar._WALK_VECTOR_MIN_BATCHES
+    columnar._WALK_VECTOR_MIN_BATCHES = 1 if vector else 1 << 60
+    try:
+        yield
+    finally:
+        columnar._WALK_VECTOR_MIN_BATCHES = saved
+
+
 # ------------------------------------------------------------------------------------------------
 # Strategies
 
@@ -285,6 +296,9 @@ def test_columns_equal_the_record_iterator(tmp_path_factory, magic, codec, data)
     assert column_rows(decode_columns(mr, **flags)) == want
     with plain():
         assert column_rows(decode_columns(mr, **flags)) == want
+    for vector in (True, False):
+        with walk(vector):
+            assert column_rows(decode_columns(mr, **flags)) == want
     assert column_rows(decode_columns(list(mr.batches()), validate=False, **flags)) == want
     assert column_rows(decode_columns(mr, max_records=max_records, **flags)) == iterator_rows(
         mr.batches(), max_records=max_records, **flags
@@ -310,6 +324,33 @@ def test_many_records_with_headers(codec):
     for on in (False, True):
         with plain(on):
             assert column_rows(decode_columns(mr)) == iterator_rows(mr.batches())
+
+
+def test_many_small_batches_walk_record_lengths_vectorised():
+    """A run of many batches (what producers write) takes the walk vectorised across batches,
+    with one-, two- and three-byte record lengths and batches of different counts; the columns
+    equal the iterator's, and equal the Python walk's."""
+    parts, base = [], 0
+    for i in range(90):
+        b = RecordBatchBuilder(2, Compression.LZ4 if i % 5 == 0 else Compression.NONE, base_offset=base)
+        for j in range((i * 13) % 40 + 1):
+            size = 9000 if (i + j) % 23 == 0 else (5, 100, 300)[(i + j) % 3] if j % 7 else 0
+            b.append(None if j % 3 == 0 else b"k%d" % j, bytes([j % 251]) * size, timestamp=base + j,
+                     headers=[("h", b"x")] if (i + j) % 6 == 0 else [])
+        parts.append(bytes(b.build().buffer))
+        base += (i * 13) % 40 + 1
+    mr = MemoryRecords(b"".join(parts))
+    want = iterator_rows(mr.batches())
+    calls = []
+    real = columnar._record_ends_vector
+    columnar._record_ends_vector = lambda *a: calls.append(1) or real(*a)
+    try:
+        assert column_rows(decode_columns(mr)) == want
+    finally:
+        columnar._record_ends_vector = real
+    assert calls  # the default thresholds chose the vectorised walk
+    with walk(False):
+        assert column_rows(decode_columns(mr)) == want
 
 
 def test_control_records_included_and_excluded():
@@ -618,6 +659,9 @@ def test_damaged_records_with_a_good_crc(data):
     assert outcome(_columns(mr, validate=False)) == outcome(lambda: iterator_rows(mr.batches(), include_control=True))
     with plain():
         assert outcome(_columns(mr)) == want
+    for vector in (True, False):
+        with walk(vector):
+            assert outcome(_columns(mr)) == want
 
 
 def _record(body: bytes) -> bytes:
@@ -666,6 +710,9 @@ def test_bad_records_raise_the_iterator_error(name, codec, position, tmp_path):
             want = outcome(_validated_iterator(records))
             assert want[0] is InvalidRecordError, want
             assert outcome(_columns(records)) == want
+            for vector in (True, False):
+                with walk(vector):
+                    assert outcome(_columns(records)) == want
 
 
 def test_hostile_counts_allocate_nothing_large():

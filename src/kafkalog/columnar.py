@@ -102,6 +102,11 @@ _CHUNK_BYTES = 2 << 20
 # Headers are parsed with numpy level by level while at least this many records still have
 # headers left; the last few records (say, one record with thousands of headers) in Python.
 _HEADER_VECTOR_MIN = 32
+# The record-length walk runs vectorised across batches (one numpy step per record index) when a
+# run has at least this many batches and this many times more records than its longest batch
+# (the counts are bounded by the bytes before a batch is queued): measured ~10 us per step
+# against ~0.4 us per record in the Python walk, so it wins from about 25 records per step.
+_WALK_VECTOR_MIN_BATCHES = 24
 # Slices at least this long on average are copied one by one (see _gather; measured crossover
 # between 300 B and 1 KiB).
 _LONG_SLICES = 512
@@ -637,8 +642,11 @@ def _decode_v2_run(batches: list[tuple[RecordBatch, int]], payloads: list[Any], 
         starts.append(pos)
         pos += len(payload)
         ends.append(pos)
-    rend = np.array(_record_ends(data, starts, ends, counts), dtype=np.int64)
     u = np.frombuffer(data, np.uint8)
+    if len(counts) >= _WALK_VECTOR_MIN_BATCHES and max(counts) * _WALK_VECTOR_MIN_BATCHES <= sum(counts):
+        rend = _record_ends_vector(u, starts, ends, counts)
+    else:
+        rend = np.array(_record_ends(data, starts, ends, counts), dtype=np.int64)
     n = len(rend)
     count_arr = np.array(counts, np.int64)
     rstart = np.empty(n, np.int64)
@@ -747,6 +755,54 @@ def _record_ends(data: bytes, starts: list[int], ends: list[int], counts: list[i
                 raise _Bad
     except (IndexError, InvalidRecordError):
         raise _Bad from None
+    return out
+
+
+def _step_table() -> np.ndarray:
+    """For every two bytes ``b0 | b1 << 8`` at a record's start: how far the record reaches
+    (its length varint's size plus the ZigZag-decoded length) when the varint is one or two
+    bytes long, else :data:`_LONGER` (three or more bytes: decoded the general way)."""
+    w = np.arange(1 << 16, dtype=np.int64)
+    b0, b1 = w & 0xFF, w >> 8
+    one = (b0 >> 1) ^ -(b0 & 1)
+    z2 = (b0 & 0x7F) | (b1 << 7)
+    two = (z2 >> 1) ^ -(z2 & 1)
+    return np.where(b0 < 0x80, 1 + one, np.where(b1 < 0x80, 2 + two, _LONGER))
+
+
+_LONGER = -(1 << 40)
+_STEP = _step_table()
+
+
+def _record_ends_vector(u: np.ndarray, starts: list[int], ends: list[int], counts: list[int]) -> np.ndarray:
+    """:func:`_record_ends` for many batches at once: step ``k`` reads the length of record ``k``
+    of every batch that has one, with numpy. Batches are independent, so a run of many small
+    batches walks in ``max(counts)`` vectorised steps instead of one Python step per record.
+    Same checks: each walk must land on its batch's end, lengths are checked by the caller.
+    """
+    raw = np.array(counts, np.int64)
+    order = np.argsort(-raw, kind="stable")  # longest first: the batches still walking are a prefix
+    count = raw[order]
+    pos = np.array(starts, np.int64)[order]
+    first = (np.cumsum(raw) - raw)[order]  # where each batch's record ends go in the output
+    out = np.empty(int(raw.sum()), np.int64)
+    # The two bytes at every position, little-endian (unaligned reads): one gather per step.
+    pairs = np.ndarray((len(u) - 1,), dtype="<u2", buffer=u, strides=(1,))
+    active = len(count)
+    # No bounds check per step: a length that leaves the buffer raises IndexError (the caller
+    # falls back to the Record iterator), and every record's bounds are checked afterwards.
+    for k in range(int(count[0])):
+        while count[active - 1] <= k:
+            active -= 1
+        p = pos[:active]
+        step = _STEP[pairs[p]]
+        if (step == _LONGER).any():  # a length of three bytes or more somewhere
+            length, size = _varints(u, p, 5)
+            step = length + size
+        p += step  # a view: updates pos
+        out[first[:active] + k] = p
+    if (pos != np.array(ends, np.int64)[order]).any():
+        raise _Bad
     return out
 
 
