@@ -165,16 +165,15 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 
 def in_process_read(path: str, check_crcs: bool) -> int:
     """Plan and read every slice in this process (no Spark): the per-core bound of the read path."""
+    from kafkalog import scan as sc
     from kafkalog import spark as ks
 
-    options = ks._ReadOptions(path=path, check_crcs=check_crcs)
-    plogs = [ks._PartitionLog(d, options) for d in ks._discover(options)]
-    slices = ks._plan(plogs, ks._resolve_bounds(plogs, options), options)
-    for p in plogs:
-        p.close()
+    options = sc._ReadOptions(path=path, check_crcs=check_crcs)
+    plogs = [sc._PartitionLog(d, options) for d in sc._discover(options)]
+    slices = sc._plan(plogs, sc._resolve_bounds(plogs, options), options)
     n = 0
     for s in slices:
-        for batch in ks._read_slice(s, options):
+        for batch in ks._arrow_batches(s, options):
             n += batch.num_rows
     return n
 
@@ -182,8 +181,9 @@ def in_process_read(path: str, check_crcs: bool) -> int:
 def floor_source():
     """A Python data source yielding the kafkalog source's Arrow batches, decoded once per Python
     worker and then served from memory: what Spark costs for any Python source of these rows."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+    from kafkalog import scan as sc
     from kafkalog import spark as ks
 
     class FloorReader(DataSourceReader):
@@ -191,15 +191,16 @@ def floor_source():
             self.path = path
 
         def partitions(self):
-            options = ks._ReadOptions(path=self.path)
-            plogs = [ks._PartitionLog(d, options) for d in ks._discover(options)]
-            return list(ks._plan(plogs, ks._resolve_bounds(plogs, options), options))
+            options = sc._ReadOptions(path=self.path)
+            plogs = [sc._PartitionLog(d, options) for d in sc._discover(options)]
+            return [InputPartition(s) for s in sc._plan(plogs, sc._resolve_bounds(plogs, options), options)]
 
         def read(self, partition):
             cache = sys.__dict__.setdefault("_kafkalog_bench_floor", {})
-            key = (partition.path, partition.start_position)
+            s = partition.value
+            key = (s.path, s.start_position)
             if key not in cache:
-                cache[key] = list(ks._read_slice(partition, ks._ReadOptions(path=self.path)))
+                cache[key] = list(ks._arrow_batches(s, sc._ReadOptions(path=self.path)))
             yield from cache[key]
 
     class FloorSource(DataSource):

@@ -39,6 +39,7 @@ LAYERS = {
     "verify": 6,
     "salvage": 6,
     "convert": 6,
+    "scan": 6,
     "cli": 7,
     "spark": 7,
     "broker": 7,
@@ -53,7 +54,7 @@ THIRD_PARTY_HOMES = {
     "lz4": {"compression"},
     "crcmod": {"crc"},
     "crc32c": {"crc"},
-    "numpy": {"index", "columnar", "cleaner"},
+    "numpy": {"index", "columnar", "cleaner", "scan"},
     "pyspark": {"spark"},
     "pyarrow": {"spark", "columnar"},
 }

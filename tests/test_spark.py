@@ -18,6 +18,7 @@ import pyarrow as pa  # noqa: E402
 from spark_fixtures import rows, spark  # noqa: E402,F401
 
 import kafkalog.spark as ks  # noqa: E402
+import kafkalog.scan as sc  # noqa: E402
 from conftest import DATA, SHARED_CORPUS  # noqa: E402
 from kafkalog import (  # noqa: E402
     Compression,
@@ -157,10 +158,10 @@ def test_schema_is_sparks_kafka_schema(spark, logs):
     # The Arrow batches the executors yield have exactly the types Spark expects.
     assert to_arrow_schema(df.schema, timezone="UTC").equals(ks.ARROW_SCHEMA_WITH_HEADERS, check_metadata=True)
     assert str(ks.ARROW_SCHEMA_WITH_HEADERS.field("headers").type) == "list<element: struct<key: string, value: binary>>"
-    options = ks._ReadOptions(path=str(logs), include_headers=True)
-    plog = ks._PartitionLog(ks._PartitionDir("orders", 0, str(logs / "orders-0")), options)
-    slices = ks._plan([plog], ks._resolve_bounds([plog], options), options)
-    batch = next(ks._read_slice(slices[0], options))
+    options = sc._ReadOptions(path=str(logs), include_headers=True)
+    plog = sc._PartitionLog(sc._PartitionDir("orders", 0, str(logs / "orders-0")), options)
+    slices = sc._plan([plog], sc._resolve_bounds([plog], options), options)
+    batch = next(ks._arrow_batches(slices[0], options))
     assert batch.schema.equals(ks.ARROW_SCHEMA_WITH_HEADERS)
     assert batch.schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
     assert [batch.schema.field(n).type for n in ("key", "value", "topic")] == [pa.binary(), pa.binary(), pa.string()]
