@@ -170,6 +170,28 @@ def walk(vector: bool):
         columnar._WALK_VECTOR_MIN_BATCHES = saved
 
 
+@contextlib.contextmanager
+def numpy_gather():
+    """Gather keys, values and headers with numpy instead of pyarrow's take."""
+    saved = columnar._ARROW_GATHER
+    columnar._ARROW_GATHER = False
+    try:
+        yield
+    finally:
+        columnar._ARROW_GATHER = saved
+
+
+@contextlib.contextmanager
+def tiny_chunks():
+    """Frame one MemoryRecords entry at a time and flush the run after every batch."""
+    saved = columnar._FRAME_CHUNK_BYTES, columnar._IN_PLACE_CHUNK_BYTES, columnar._CHUNK_BYTES
+    columnar._FRAME_CHUNK_BYTES = columnar._IN_PLACE_CHUNK_BYTES = columnar._CHUNK_BYTES = 1
+    try:
+        yield
+    finally:
+        columnar._FRAME_CHUNK_BYTES, columnar._IN_PLACE_CHUNK_BYTES, columnar._CHUNK_BYTES = saved
+
+
 # ------------------------------------------------------------------------------------------------
 # Strategies
 
@@ -299,6 +321,13 @@ def test_columns_equal_the_record_iterator(tmp_path_factory, magic, codec, data)
     for vector in (True, False):
         with walk(vector):
             assert column_rows(decode_columns(mr, **flags)) == want
+    with numpy_gather():
+        assert column_rows(decode_columns(mr, **flags)) == want
+        assert column_rows(decode_columns(list(mr.batches()), **flags)) == want
+    with tiny_chunks():
+        assert column_rows(decode_columns(mr, **flags)) == want
+        assert column_rows(decode_columns(MemoryRecords(bytearray(buf)), **flags)) == want
+    assert column_rows(decode_columns(MemoryRecords(memoryview(buf)), **flags)) == want
     assert column_rows(decode_columns(list(mr.batches()), validate=False, **flags)) == want
     assert column_rows(decode_columns(mr, max_records=max_records, **flags)) == iterator_rows(
         mr.batches(), max_records=max_records, **flags
@@ -601,6 +630,10 @@ def test_bit_flips_raise_what_the_iterator_raises(tmp_path):
         mr = MemoryRecords(bytes(flipped))
         want = outcome(_validated_iterator(mr))
         assert outcome(_columns(mr)) == want, byte
+        if byte % 3 == 0:
+            with tiny_chunks():
+                assert outcome(_columns(mr)) == want, byte
+            assert outcome(_columns(mr.batches())) == want, byte
         corrupt += want[0] is CorruptRecordError
         if byte % 7 == 0:
             path.write_bytes(flipped)
@@ -662,6 +695,8 @@ def test_damaged_records_with_a_good_crc(data):
     for vector in (True, False):
         with walk(vector):
             assert outcome(_columns(mr)) == want
+    with tiny_chunks(), numpy_gather():
+        assert outcome(_columns(mr)) == want
 
 
 def _record(body: bytes) -> bytes:

@@ -3,15 +3,18 @@ and the decompression cap."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import struct
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkalog import compression
 from kafkalog.compression import Compression, compress, decompress, xxhash32
-from kafkalog.errors import CorruptRecordError, RecordTooLargeError, UnsupportedCodecError
+from kafkalog.errors import CorruptRecordError, KafkalogError, RecordTooLargeError, UnsupportedCodecError
 
 CODECS = [c for c in Compression if c is not Compression.NONE]
 
@@ -145,3 +148,109 @@ def test_garbage_payload_is_an_error(codec, garbage):
         decompress(codec, garbage, max_size=1 << 20)
     except (CorruptRecordError, RecordTooLargeError):
         pass
+
+
+# ------------------------------------------------------------------------------------------------
+# The fast paths (lz4 unframed here, zstd in one call) against the streaming decoders
+
+
+@contextlib.contextmanager
+def streaming_only():
+    """What KAFKALOG_COMPRESSION=plain does: lz4 and zstd through the streaming decoders."""
+    saved = compression._PLAIN
+    compression._PLAIN = True
+    try:
+        yield
+    finally:
+        compression._PLAIN = saved
+
+
+def _outcome(codec, data, magic, max_size):
+    try:
+        return ("ok", decompress(codec, data, magic=magic, max_size=max_size))
+    except KafkalogError as e:
+        return (type(e), str(e))
+
+
+def _lz4_frames(data: bytes, draw) -> bytes:
+    import lz4.frame
+
+    return lz4.frame.compress(
+        data,
+        block_size=draw(st.sampled_from([lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB,
+                                         lz4.frame.BLOCKSIZE_MAX1MB])),
+        block_linked=draw(st.booleans()),
+        content_checksum=draw(st.booleans()),
+        block_checksum=draw(st.booleans()),
+        store_size=draw(st.booleans()),
+    )
+
+
+def _zstd_frames(data: bytes, draw) -> bytes:
+    import zstandard
+
+    cctx = zstandard.ZstdCompressor(level=1, write_content_size=draw(st.booleans()),
+                                    write_checksum=draw(st.booleans()))
+    if draw(st.booleans()):
+        return cctx.compress(data)
+    out = io.BytesIO()
+    with cctx.stream_writer(out, closefd=False) as w:  # no content size: what zstd-jni writes
+        w.write(data)
+    frames = out.getvalue()
+    if draw(st.booleans()):  # a second frame, or a skippable one
+        frames += cctx.compress(data[:100]) if draw(st.booleans()) else b"\x50\x2a\x4d\x18\x02\x00\x00\x00zz"
+    return frames
+
+
+_blob = st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda n, k: (b"kafka log segment %d " % k) * n, st.integers(0, 20_000), st.integers(0, 9)),
+)
+
+
+@pytest.mark.parametrize("codec", [Compression.LZ4, Compression.ZSTD])
+@given(data=st.data())
+def test_fast_paths_agree_with_the_streaming_decoders(codec, data):
+    """Every frame shape (Kafka's and others: linked blocks, checksums, sizes, several frames)
+    and every damage (a changed byte, a cut) gives the same bytes or the same error either way,
+    under caps below, at and above the output size."""
+    raw = data.draw(_blob)
+    magic = data.draw(st.sampled_from([0, 1, 2])) if codec is Compression.LZ4 else 2
+    if codec is Compression.LZ4 and data.draw(st.booleans()):
+        frame = bytearray(compress(codec, raw, magic=magic))  # Kafka's frame, for this magic
+    else:
+        frame = bytearray(_lz4_frames(raw, data.draw) if codec is Compression.LZ4 else _zstd_frames(raw, data.draw))
+    damage = data.draw(st.sampled_from(["none", "none", "byte", "cut", "tail"]))
+    if damage == "byte" and frame:
+        at = data.draw(st.integers(0, len(frame) - 1))
+        frame[at] = data.draw(st.integers(0, 255))
+    elif damage == "cut":
+        del frame[data.draw(st.integers(0, len(frame))) :]
+    elif damage == "tail":
+        frame += data.draw(st.binary(min_size=1, max_size=8))
+    max_size = data.draw(st.sampled_from([len(raw), len(raw) + 1, max(0, len(raw) - 1), 1 << 20]))
+    fast = _outcome(codec, bytes(frame), magic, max_size)
+    with streaming_only():
+        assert fast == _outcome(codec, bytes(frame), magic, max_size)
+    if damage == "none" and max_size >= len(raw) and fast[0] == "ok":
+        assert fast[1] == raw
+
+
+def test_kafka_frames_take_the_fast_paths(monkeypatch):
+    """Kafka's lz4 frame (every magic) and a one-frame zstd payload never reach the streaming
+    decoders; a zstd frame declaring more than its blocks can hold is not trusted."""
+    data = b"0123456789abcdef" * 5000
+
+    def refuse(*args):
+        raise AssertionError("streaming decoder used")
+
+    monkeypatch.setattr(compression, "_lz4_decompress_stream", refuse)
+    monkeypatch.setattr(compression, "_zstd_decompress_stream", refuse)
+    for magic in (0, 1, 2):
+        assert decompress(Compression.LZ4, compress(Compression.LZ4, data, magic=magic), magic=magic) == data
+    assert decompress(Compression.ZSTD, compress(Compression.ZSTD, data)) == data
+    monkeypatch.undo()
+    # One raw block of 3 bytes, declaring 2**40 bytes of content.
+    lying = struct.pack("<IB", 0xFD2FB528, 0xC0) + struct.pack("<Q", 1 << 40) + bytes([0x19, 0, 0]) + b"abc"
+    with pytest.raises(KafkalogError):
+        decompress(Compression.ZSTD, lying)

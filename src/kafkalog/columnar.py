@@ -22,12 +22,17 @@ offsets into one data buffer, plus a validity mask):
 | partition_leader_epoch | int32 | the batch's leader epoch (-1 before magic 2) |
 | batch_index | int64 | index of the record's batch in the input (every batch counted) |
 
-How v2 batches are decoded (the fast path): the payloads of consecutive v2 batches (decompressed
-where needed) are joined into one buffer; a tight Python loop walks only the record-length
+How v2 batches are decoded (the fast path): from a ``MemoryRecords``, entries are framed in a
+tight loop and the headers of up to 2 MiB of entries parsed and checked (counts, codec, control
+flag; the CRC one call per batch) with numpy at once, without a batch object; uncompressed
+payloads are then read in place in the buffer, not copied. Otherwise (and for compressed
+payloads) the payloads of consecutive v2 batches (decompressed where needed) are joined into one
+buffer; a tight Python loop walks only the record-length
 varints (one ``append`` per record); everything else is decoded with numpy over all records at
 once, field by field (attributes, timestamp delta, offset delta, key, value, header count, then
-headers level by level), and keys and values are gathered into their data buffers with one
-byte mask over the buffer (short values) or one C-level copy per value (long ones). Every check
+headers level by level), and keys and values are gathered into their data buffers by
+pyarrow's ``take`` over the buffer (when pyarrow is installed; else with numpy: one byte mask over
+the buffer for short values, one C-level copy per value for long ones). Every check
 of the Record iterator (``DefaultRecordBatch.records``) is made too; when one fails, the whole
 run is decoded again batch by batch through the Record iterator, which raises its exact error
 (file, position, reason) -- or, should the fast path have been too strict, gives the records.
@@ -45,6 +50,7 @@ records actually read.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter
@@ -52,16 +58,34 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import crc as _crc
+from .compression import Compression, decompressor
 from .errors import InvalidRecordError, KafkalogError
-from .record import MAGIC_V2, Record, RecordBatch
+from .legacy import LegacyRecordBatch
+from .record import LOG_OVERHEAD, MAGIC_V2, Record, RecordBatch
 from .recordbatch import (
     _MIN_RECORD_BODY,
     _ZIGZAG,
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
     COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    HEADER,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     RECORDS_OFFSET,
     TIMESTAMP_TYPE_MASK,
+    DefaultRecordBatch,
 )
-from .records import Records
+from .records import MemoryRecords, Records, frame_entry
 from .varint import decode_varint
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,6 +123,11 @@ _PLAIN = os.environ.get("KAFKALOG_COLUMNAR", "").strip().lower() == "plain"
 # 1-2 MiB keeps the temporaries in cache; 4 MiB was up to a quarter slower on 100-byte records,
 # and only a few per cent faster on 1 KiB ones).
 _CHUNK_BYTES = 2 << 20
+# The same for uncompressed payloads read in place from a MemoryRecords buffer: nothing is
+# joined, and each run costs a fixed ~0.1 ms of numpy calls plus, past the first, a copy of its
+# columns into the result, so larger runs win (measured: 2 MiB 27 us per 16 KiB batch of
+# 100-byte records, 8 MiB 16 us).
+_IN_PLACE_CHUNK_BYTES = 8 << 20
 # Headers are parsed with numpy level by level while at least this many records still have
 # headers left; the last few records (say, one record with thousands of headers) in Python.
 _HEADER_VECTOR_MIN = 32
@@ -119,6 +148,10 @@ _MIN_RECORD_SIZE = _MIN_RECORD_BODY + 1  # a record's body plus its one-byte len
 
 _U64 = np.uint64
 _EMPTY_U8 = np.empty(0, np.uint8)
+# Keys, values and headers are gathered by pyarrow's take when pyarrow is installed (see
+# _gather); False forces the numpy formulation (the tests run both).
+_ARROW_GATHER = True
+_TAKE: Any = None  # pyarrow.compute.take, False without pyarrow; set on first use
 
 
 class _Bad(Exception):
@@ -452,19 +485,37 @@ def decode_columns(
         check = validate
     if max_records == 0:
         return RecordColumns.empty(include_headers=include_headers)
-    return _Decoder(include_control, include_headers).run(batches, check, max_records)
+    decoder = _Decoder(include_control, include_headers)
+    if isinstance(records_or_batches, MemoryRecords) and not _PLAIN:
+        return decoder.run_memory(records_or_batches, validate, max_records)
+    return decoder.run(batches, check, max_records)
 
 
 class _Decoder:
-    """One decode: runs of consecutive v2 batches go to the fast path, the rest to the plain."""
+    """One decode: runs of consecutive v2 batches go to the fast path, the rest to the plain.
+
+    The run queued for the fast path: per batch its object (or, for a ``MemoryRecords``, its
+    position, the object being made only if the run must be decoded again plainly), its index,
+    its count, its header fields, and its payload -- decompressed bytes, or None when the
+    payload is read in place from the ``MemoryRecords`` buffer (``run_spans``).
+    """
 
     def __init__(self, include_control: bool, include_headers: bool) -> None:
         self.include_control = include_control
         self.include_headers = include_headers
         self.pieces: list[RecordColumns] = []
-        self.run_batches: list[tuple[RecordBatch, int]] = []
+        self.buf: Any = None  # the MemoryRecords buffer, its uint8 view and decompression cap
+        self.u = _EMPTY_U8
+        self.max_decompressed = 0
+        self._new_run()
+
+    def _new_run(self) -> None:
+        self.run_batches: list[RecordBatch | int] = []
+        self.run_fields: list[tuple[int, ...]] = []  # _RUN_FIELDS per batch
         self.run_payloads: list[Any] = []
+        self.run_spans: list[tuple[int, int]] = []
         self.run_bytes = 0
+        self.run_in_place = True
 
     def run(self, batches: Iterator[RecordBatch], check: bool, max_records: int | None) -> RecordColumns:
         total = 0
@@ -483,6 +534,9 @@ class _Decoder:
                 error = e
                 break
             index += 1
+        return self.finish(error, max_records)
+
+    def finish(self, error: KafkalogError | None, max_records: int | None) -> RecordColumns:
         self.flush()
         if error is not None:
             raise error
@@ -507,12 +561,24 @@ class _Decoder:
             payload = batch._payload()[0]  # checks the codec, relocates decompression errors
         if count > len(payload) // _MIN_RECORD_SIZE:
             return self.plain(batch, index)
-        self.run_batches.append((batch, index))
-        self.run_payloads.append(payload)
-        self.run_bytes += len(payload)
-        if self.run_bytes >= _CHUNK_BYTES:
-            self.flush()
+        b = batch
+        self.queue(batch, (b.base_offset, b.base_timestamp, b.max_timestamp, b.attributes, b.producer_id,
+                           b.partition_leader_epoch, count, index), payload)
         return count
+
+    def queue(self, batch: RecordBatch | int, fields: tuple[int, ...], payload: Any, span: tuple[int, int] | None = None) -> None:
+        """Queue one batch for the fast path (``payload`` None: in place at ``span``)."""
+        self.run_batches.append(batch)
+        self.run_fields.append(fields)
+        self.run_payloads.append(payload)
+        if payload is None:
+            self.run_spans.append(span)  # type: ignore[arg-type]
+            self.run_bytes += span[1] - span[0]  # type: ignore[index]
+        else:
+            self.run_in_place = False
+            self.run_bytes += len(payload)
+        if self.run_bytes >= (_IN_PLACE_CHUNK_BYTES if self.run_in_place else _CHUNK_BYTES):
+            self.flush()
 
     def plain(self, batch: RecordBatch, index: int) -> int:
         """Decode one batch through the Record iterator (after the queued run, to keep order)."""
@@ -523,21 +589,195 @@ class _Decoder:
         self.pieces.append(_from_batch_records(records, batch, index, self.include_headers))
         return len(records)
 
+    def batch_at(self, position: int) -> DefaultRecordBatch:
+        return DefaultRecordBatch(self.buf, position, max_decompressed_size=self.max_decompressed)
+
     def flush(self) -> None:
         """Decode the queued run of v2 batches."""
         if not self.run_batches:
             return
-        batches, payloads = self.run_batches, self.run_payloads
-        self.run_batches, self.run_payloads, self.run_bytes = [], [], 0
+        batches, fields, payloads, spans, in_place = (
+            self.run_batches, self.run_fields, self.run_payloads, self.run_spans, self.run_in_place
+        )
+        self._new_run()
+        counts = [f[6] for f in fields]
+        if in_place:
+            # Every payload is an uncompressed one in the MemoryRecords buffer: read it there.
+            data, u = self.buf, self.u
+            starts, ends = (list(c) for c in zip(*spans))
+        else:
+            if spans:
+                view = memoryview(self.buf)
+                spans_left = iter(spans)
+                payloads = [view[slice(*next(spans_left))] if p is None else p for p in payloads]
+            data = b"".join(payloads + [_PAD])
+            u = np.frombuffer(data, np.uint8)
+            starts, ends = [], []
+            pos = 0
+            for payload in payloads:
+                starts.append(pos)
+                pos += len(payload)
+                ends.append(pos)
         try:
-            piece = _decode_v2_run(batches, payloads, self.include_headers)
+            piece = _decode_v2_run(data, u, starts, ends, counts, fields, self.include_headers)
         except (_Bad, IndexError):
             # Decode again through the Record iterator: it raises the first error exactly.
             # (IndexError: bytes so damaged that a position left the buffer; none is expected.)
+            objects = [self.batch_at(b) if isinstance(b, int) else b for b in batches]
             piece = RecordColumns.concat(
-                [_from_batch_records(b.records(), b, i, self.include_headers) for b, i in batches]
+                [_from_batch_records(b.records(), b, f[7], self.include_headers) for b, f in zip(objects, fields)]
             )
         self.pieces.append(piece)
+
+    # -- MemoryRecords: batches framed and checked here, their headers parsed with numpy -------
+
+    def run_memory(self, records: MemoryRecords, validate: bool, max_records: int | None) -> RecordColumns:
+        """:meth:`run` over ``records.batches(validate=validate)``, without a batch object or a
+        Python header parse per batch: entries are framed in a tight loop, the headers of a
+        chunk of entries parsed and checked at once with numpy. Entries that are not v2 batches
+        fit for the fast path (other magics, bad framing, control batches, a failed check) go
+        through the same steps as :meth:`MemoryRecords.batches` and :meth:`add`, one by one,
+        so every error is the one the Record iterator raises, in batch order.
+        """
+        buf = records.buffer
+        view = memoryview(buf)
+        if view.ndim != 1 or view.format != "B":
+            buf = view = view.cast("B")
+        self.buf = buf
+        self.u = np.frombuffer(view, np.uint8)
+        self.max_decompressed = records.max_decompressed_size
+        max_batch = records.max_batch_size
+        end = len(view)
+        pos = index = total = 0
+        error: KafkalogError | None = None
+        try:
+            while pos < end and (max_records is None or total < max_records):
+                positions, stop = _frame_v2(buf, pos, end, max_batch)
+                if positions:
+                    pos, index, total = self.add_chunk(positions, stop, validate, index, total, max_records)
+                    continue
+                # An entry the fast framing does not take: exactly as MemoryRecords.batches.
+                framed = frame_entry(buf, pos, end - pos, file=None, position=pos, max_batch_size=max_batch)
+                if framed is None:
+                    break  # a partial tail
+                size, magic = framed
+                if magic == MAGIC_V2:
+                    batch: RecordBatch = self.batch_at(pos)
+                else:
+                    batch = LegacyRecordBatch(buf, pos, max_decompressed_size=self.max_decompressed)
+                if validate:
+                    batch.ensure_valid()
+                total += self.add(batch, index)
+                index += 1
+                pos += size
+        except KafkalogError as e:
+            error = e
+        return self.finish(error, max_records)
+
+    def add_chunk(
+        self, positions: list[int], stop: int, validate: bool, index: int, total: int, max_records: int | None
+    ) -> tuple[int, int, int]:
+        """Check and queue the framed v2 batches at ``positions`` (the last ends at ``stop``);
+        return (position, index, total) after the last one handled."""
+        at = np.array(positions, np.int64)
+        h = self.u[at[:, None] + _HEADER_BYTES].view(_HEADER_DTYPE)[:, 0]
+        length = h["length"].astype(np.int64)
+        attrs = h["attributes"].astype(np.int64)
+        count = h["count"].astype(np.int64)
+        codec = attrs & COMPRESSION_CODEC_MASK
+        # What ensure_valid checks (but the CRC), and what add needs to queue without the plain
+        # path: a known codec, no control batch, a count the payload can hold.
+        fast = (
+            (codec <= _MAX_CODEC_ID)
+            & (attrs & CONTROL_FLAG_MASK == 0)
+            & (count >= 0)
+            & ((count == 0) | (h["last_offset_delta"].astype(np.int64) >= count - 1))
+            & ((codec != 0) | (count * _MIN_RECORD_SIZE <= length + LOG_OVERHEAD - RECORDS_OFFSET))
+        )
+        ends = (at + length + LOG_OVERHEAD).tolist()
+        if validate:
+            view = memoryview(self.buf)
+            crc32c = _crc.crc32c
+            crcs = [crc32c(view[p + ATTRIBUTES_OFFSET : e]) for p, e in zip(positions, ends)]
+            fast &= np.array(crcs, np.uint32) == h["crc"]
+        rows = zip(
+            positions, ends, fast.tolist(), codec.tolist(), count.tolist(), h["base_offset"].tolist(),
+            h["base_timestamp"].tolist(), h["max_timestamp"].tolist(), attrs.tolist(), h["producer_id"].tolist(),
+            h["partition_leader_epoch"].tolist(),
+        )
+        view = memoryview(self.buf)
+        max_decompressed = self.max_decompressed
+        for p, e, ok, c, n, base_offset, base_ts, max_ts, a, producer_id, epoch in rows:
+            if max_records is not None and total >= max_records:
+                return p, index, total
+            if ok and n:
+                fields = (base_offset, base_ts, max_ts, a, producer_id, epoch, n, index)
+                if c == 0:
+                    self.queue(p, fields, None, (p + RECORDS_OFFSET, e))
+                    total += n
+                    index += 1
+                    continue
+                try:
+                    payload = _decompressors[c](view[p + RECORDS_OFFSET : e], max_decompressed)
+                except KafkalogError:
+                    payload = None  # the batch object raises it, relocated
+                if payload is not None and n <= len(payload) // _MIN_RECORD_SIZE:
+                    self.queue(p, fields, payload)
+                    total += n
+                    index += 1
+                    continue
+            elif ok:  # an empty batch: nothing to read
+                index += 1
+                continue
+            # Anything else: the batch object, as run() would have it.
+            batch = self.batch_at(p)
+            if validate:
+                batch.ensure_valid()
+            total += self.add(batch, index)
+            index += 1
+        return stop, index, total
+
+
+# Entries framed (and their headers parsed) at a time by the fast framing of a MemoryRecords.
+_FRAME_CHUNK_BYTES = 2 << 20
+_MAX_CODEC_ID = max(Compression)
+_HEADER_DTYPE = np.dtype(
+    {
+        "names": ["base_offset", "length", "partition_leader_epoch", "magic", "crc", "attributes",
+                  "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+                  "base_sequence", "count"],
+        "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">i2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
+        "offsets": [BASE_OFFSET_OFFSET, LENGTH_OFFSET, PARTITION_LEADER_EPOCH_OFFSET, MAGIC_OFFSET, CRC_OFFSET,
+                    ATTRIBUTES_OFFSET, LAST_OFFSET_DELTA_OFFSET, BASE_TIMESTAMP_OFFSET, MAX_TIMESTAMP_OFFSET,
+                    PRODUCER_ID_OFFSET, PRODUCER_ID_OFFSET + 8, PRODUCER_ID_OFFSET + 10, RECORDS_COUNT_OFFSET],
+        "itemsize": RECORD_BATCH_OVERHEAD,
+    }
+)
+assert _HEADER_DTYPE.itemsize == HEADER.size == 61
+_HEADER_BYTES = np.arange(RECORD_BATCH_OVERHEAD, dtype=np.int64)
+_SIZE_FIELD = struct.Struct(">i")
+# Smallest size field of a v2 batch (the 61-byte header, less the 12-byte offset and size).
+_MIN_V2_SIZE_FIELD = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+_decompressors = {int(c): decompressor(c, MAGIC_V2) for c in Compression if c is not Compression.NONE}
+
+
+def _frame_v2(buf: Any, pos: int, end: int, max_batch: int) -> tuple[list[int], int]:
+    """Frame whole v2 entries from ``pos``, up to about :data:`_FRAME_CHUNK_BYTES`: their
+    positions, and where framing stopped (the end of the last, or the first entry that is not
+    plainly a whole v2 batch: that one is framed by ``frame_entry``, which raises or stops)."""
+    positions: list[int] = []
+    append = positions.append
+    unpack = _SIZE_FIELD.unpack_from
+    limit = pos + _FRAME_CHUNK_BYTES
+    while pos < end and pos < limit:
+        if end - pos < RECORD_BATCH_OVERHEAD:
+            break
+        (size,) = unpack(buf, pos + LENGTH_OFFSET)
+        if size < _MIN_V2_SIZE_FIELD or size > max_batch or buf[pos + MAGIC_OFFSET] != MAGIC_V2 or size > end - pos - LOG_OVERHEAD:
+            break
+        append(pos)
+        pos += size + LOG_OVERHEAD
+    return positions, pos
 
 
 # -- the plain path ----------------------------------------------------------------------------
@@ -628,21 +868,23 @@ def _binary_from_list(items: list[bytes | None]) -> tuple[np.ndarray, np.ndarray
 # -- the fast path -----------------------------------------------------------------------------
 
 
-def _decode_v2_run(batches: list[tuple[RecordBatch, int]], payloads: list[Any], include_headers: bool) -> RecordColumns:
-    """Decode consecutive non-control v2 batches (count >= 1, payloads in hand) as one buffer.
+def _decode_v2_run(
+    data: Any,
+    u: np.ndarray,
+    starts: list[int],
+    ends: list[int],
+    counts: list[int],
+    fields: list[tuple[int, ...]],
+    include_headers: bool,
+) -> RecordColumns:
+    """Decode consecutive non-control v2 batches (count >= 1) whose payloads are
+    ``data[starts[i]:ends[i]]`` (``u``: ``data`` as uint8; ``fields``: per batch the base offset,
+    base and max timestamps, attributes, producer id, leader epoch, count and batch index).
 
     Raises:
         _Bad: any check of ``recordbatch._decode_records`` fails somewhere in the run.
+        IndexError: a position left the buffer (damage; treated as _Bad by the caller).
     """
-    data = b"".join(payloads + [_PAD])
-    counts, starts, ends = [], [], []
-    pos = 0
-    for (batch, _), payload in zip(batches, payloads):
-        counts.append(batch.count)
-        starts.append(pos)
-        pos += len(payload)
-        ends.append(pos)
-    u = np.frombuffer(data, np.uint8)
     if len(counts) >= _WALK_VECTOR_MIN_BATCHES and max(counts) * _WALK_VECTOR_MIN_BATCHES <= sum(counts):
         rend = _record_ends_vector(u, starts, ends, counts)
     else:
@@ -678,15 +920,10 @@ def _decode_v2_run(batches: list[tuple[RecordBatch, int]], payloads: list[Any], 
             raise _Bad
         table = _headers(u, data, with_headers, p[with_headers], header_count[with_headers], rend[with_headers])
 
-    fields = [
-        (b.base_offset, b.base_timestamp, b.max_timestamp, b.attributes & TIMESTAMP_TYPE_MASK, b.producer_id,
-         b.partition_leader_epoch, i)
-        for b, i in batches
-    ]
-    base_offset, base_ts, max_ts, log_append, producer_id, leader_epoch, index = (
+    base_offset, base_ts, max_ts, attrs, producer_id, leader_epoch, _, index = (
         np.repeat(np.array(column, dtype=np.int64), count_arr) for column in zip(*fields)
     )
-    log_append = log_append != 0
+    log_append = (attrs & TIMESTAMP_TYPE_MASK) != 0
     timestamp = base_ts + ts_delta
     if log_append.any():
         # Under LogAppendTime every record reports the batch's max timestamp (the append time).
@@ -913,6 +1150,19 @@ def _headers_tail(
     return tuple(np.array(c, dtype=np.int64) for c in (recs, key_starts, key_lens, value_starts, value_lens))
 
 
+def _arrow_take() -> Any:
+    """``pyarrow.compute.take`` when pyarrow is installed (imported on first use), else None."""
+    global _TAKE
+    if _TAKE is None:
+        try:
+            import pyarrow.compute
+
+            _TAKE = pyarrow.compute.take
+        except ImportError:
+            _TAKE = False
+    return _TAKE
+
+
 def _gather(u: np.ndarray, data: bytes, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate the slices ``data[s : s + l]`` (``u`` is ``data`` as uint8; slices in
     increasing, disjoint order; ``l`` -1 is null and empty) into one buffer: (offsets, data)."""
@@ -921,6 +1171,26 @@ def _gather(u: np.ndarray, data: bytes, starts: np.ndarray, lengths: np.ndarray)
     total = int(offsets[-1])
     if total == 0:
         return offsets, _EMPTY_U8
+    take = _arrow_take() if _ARROW_GATHER else False
+    if take:
+        # The slices and the gaps between them, alternately, are the entries of one Arrow
+        # binary array over the buffer (no copy); taking the even entries is one memcpy per
+        # slice in C++ -- measured 6-9x faster than any numpy formulation below, for 10-byte
+        # keys and 1 KiB values alike.
+        pa = _pyarrow()
+        n = len(starts)
+        bounds = np.empty(2 * n, np.int64)
+        bounds[0::2] = starts
+        bounds[1::2] = starts + lengths
+        pairs = pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), pa.py_buffer(u)])
+        even = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.arange(0, 2 * n, 2, dtype=np.int64))])
+        taken = take(pairs, even)
+        return offsets, np.frombuffer(taken.buffers()[2], np.uint8, count=total)
+    # Only the window the slices span (the buffer may be a whole MemoryRecords).
+    lo, hi = int(starts[0]), int(starts[-1] + lengths[-1])
+    u = u[lo:hi]
+    starts = starts - lo
+    data = memoryview(data)[lo:hi]
     keep = lengths > 0
     pieces = int(np.count_nonzero(keep))
     if total >= _LONG_SLICES * pieces:

@@ -20,23 +20,36 @@ costs at most the cap. Truncated or garbage payloads raise
 the compressed payload; callers relocate them.
 
 The codec libraries (zstandard, python-snappy, lz4) are imported on first use only.
+
+Fast paths (a plain twin behind each): an LZ4 frame as Kafka writes it (independent blocks, no
+checksums, no content size) is unframed here and each block handed to ``lz4.block`` in one C
+call, and a zstd payload holding one frame is decompressed in one call by a per-thread
+``ZstdDecompressor``, into a buffer bounded by what the frame's blocks could hold. Anything else
+-- other frame flags, damage, output near the cap -- goes to the streaming decoders below, which
+alone decide every error. ``KAFKALOG_COMPRESSION=plain`` in the environment forces them always.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 import zlib
+from collections.abc import Callable
 from enum import IntEnum
+from typing import Any
 
 from .errors import CorruptRecordError, RecordTooLargeError, UnsupportedCodecError
 
-__all__ = ["Compression", "compress", "decompress", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxhash32"]
+__all__ = ["Compression", "compress", "decompress", "decompressor", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxhash32"]
 
 #: Default cap on the decompressed size of one batch's payload (64 MiB).
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 # Output is produced in pieces of at most _OUTPUT_PIECE; gzip input is fed from _GZIP_FIRST_PIECE up.
 _OUTPUT_PIECE = 1 << 20
 _GZIP_FIRST_PIECE = 64
+# Set KAFKALOG_COMPRESSION=plain to decode lz4 and zstd through the streaming decoders only.
+_PLAIN = os.environ.get("KAFKALOG_COMPRESSION", "").strip().lower() == "plain"
 
 
 class Compression(IntEnum):
@@ -282,7 +295,108 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
     return bytes(frame)
 
 
+# LZ4 frame descriptor (FLG, BD) bits; see the LZ4 frame format specification.
+_LZ4_FLG_VERSION_MASK = 0xC0
+_LZ4_FLG_VERSION_01 = 0x40
+_LZ4_FLG_BLOCK_INDEPENDENT = 0x20
+_LZ4_FLG_BLOCK_CHECKSUM = 0x10
+_LZ4_FLG_CONTENT_SIZE = 0x08
+_LZ4_FLG_CONTENT_CHECKSUM = 0x04
+_LZ4_FLG_RESERVED = 0x02
+_LZ4_FLG_DICT_ID = 0x01
+# The frames the fast path reads: version 01, independent blocks, nothing optional (Kafka's).
+_LZ4_FAST_FLG = _LZ4_FLG_VERSION_01 | _LZ4_FLG_BLOCK_INDEPENDENT
+_LZ4_BD_BLOCK_MAX = {0x40: 64 << 10, 0x50: 256 << 10, 0x60: 1 << 20, 0x70: 4 << 20}
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_LZ4_BLOCK_SIZE_MASK = 0x7FFFFFFF
+_LE32 = struct.Struct("<I")
+_lz4block = None
+# (FLG, BD) -> (correct HC, Kafka's magic-0 HC): a frame header costs a dict lookup, not an
+# xxHash32 in Python. At most 4 BD values reach it (see _LZ4_BD_BLOCK_MAX), so it stays tiny.
+_lz4_hc_cache: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+def _lz4_block_module():
+    global _lz4block
+    if _lz4block is None:
+        import lz4.block
+
+        _lz4block = lz4.block
+    return _lz4block
+
+
+def _lz4_decompress_fast(data, max_size: int, magic: int) -> bytes | None:
+    """Kafka's LZ4 frame unframed in Python, each block decompressed by ``lz4.block``; None when
+    the frame is anything else or anything is wrong (the streaming decoder then decides).
+
+    Same checks as the frame decoder: the header checksum (for magic 0 also Kafka's wrong one),
+    blocks no larger than the declared block maximum, the end mark; bytes after the end mark
+    are ignored as it ignores them. Each block is decompressed into at most the block maximum
+    (or what is left of ``max_size``, if less): no allocation follows a length read from data.
+    """
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    n = len(view)
+    if n < 11 or view[:4] != _LZ4_MAGIC:
+        return None
+    flg, bd = view[4], view[5]
+    block_max = _LZ4_BD_BLOCK_MAX.get(bd)
+    if flg != _LZ4_FAST_FLG or block_max is None:
+        return None
+    hcs = _lz4_hc_cache.get((flg, bd))
+    if hcs is None:
+        header = bytes(view[:6])
+        hcs = _lz4_hc_cache[(flg, bd)] = (
+            _lz4_header_checksum(header, 6, broken=False),
+            _lz4_header_checksum(header, 6, broken=True),
+        )
+    hc = view[6]
+    if hc != hcs[0] and (magic != 0 or hc != hcs[1]):
+        return None
+    decompress_block = _lz4_block_module().decompress
+    out = []
+    total = 0
+    pos = 7
+    try:
+        while True:
+            if pos + 4 > n:
+                return None
+            (word,) = _LE32.unpack_from(view, pos)
+            pos += 4
+            if word == 0:  # the end mark
+                break
+            size = word & _LZ4_BLOCK_SIZE_MASK
+            if size > block_max or pos + size > n:
+                return None
+            if word & _LZ4_UNCOMPRESSED_BLOCK:
+                chunk = bytes(view[pos : pos + size])
+            else:
+                room = min(block_max, max_size - total)
+                if room <= 0:
+                    return None
+                chunk = decompress_block(view[pos : pos + size], uncompressed_size=room)
+            pos += size
+            total += len(chunk)
+            if total > max_size:
+                return None
+            out.append(chunk)
+    except Exception:  # lz4.block.LZ4BlockError: damage, or a block larger than the room
+        return None
+    if len(out) == 1:
+        return out[0]
+    return b"".join(out)
+
+
 def _lz4_decompress(data, max_size: int, magic: int) -> bytes:
+    if not _PLAIN:
+        out = _lz4_decompress_fast(data, max_size, magic)
+        if out is not None:
+            return out
+    return _lz4_decompress_stream(data, max_size, magic)
+
+
+def _lz4_decompress_stream(data, max_size: int, magic: int) -> bytes:
     lz4frame = _lz4_module()
     frame = bytearray(data)
     if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
@@ -340,11 +454,18 @@ def _zstd_compress(data: bytes, level: int | None) -> bytes:
     return _zstd_module().ZstdCompressor(level=3 if level is None else level).compress(data)
 
 
-def _zstd_check_frames(data: bytes) -> None:
+def _zstd_check_frames(data) -> tuple[int, int]:
     """Walk the frame and block headers so a truncated payload is an error, not empty output.
 
     (The streaming reader treats a cut-off frame as a clean end of input.)
+
+    Returns:
+        ``(frames, bound)``: the number of frames (skippable ones included), and the most
+        bytes the blocks could decompress to -- raw and RLE blocks their size, a compressed
+        block zstd's maximum of 128 KiB -- computed from the bytes present, never from a
+        declared size.
     """
+    frames = bound = 0
     pos, end = 0, len(data)
     if end == 0:
         raise CorruptRecordError("zstd payload is empty")
@@ -352,6 +473,7 @@ def _zstd_check_frames(data: bytes) -> None:
         if pos + 4 > end:
             raise CorruptRecordError("zstd frame magic is truncated", position=pos)
         (magic,) = struct.unpack_from("<I", data, pos)
+        frames += 1
         if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame
             if pos + 8 > end:
                 raise CorruptRecordError("zstd skippable frame is truncated", position=pos)
@@ -377,6 +499,7 @@ def _zstd_check_frames(data: bytes) -> None:
             if btype == 3:
                 raise CorruptRecordError("zstd block has the reserved block type", position=pos)
             pos += 3 + (1 if btype == 1 else bsize)
+            bound += _ZSTD_BLOCK_MAX if btype == 2 else bsize
             if pos > end:
                 raise CorruptRecordError("zstd frame is truncated (block runs past the payload)", position=end)
             if last:
@@ -385,12 +508,46 @@ def _zstd_check_frames(data: bytes) -> None:
             pos += 4  # content checksum
             if pos > end:
                 raise CorruptRecordError("zstd frame checksum is truncated", position=end)
+    return frames, bound
+
+
+# The most a compressed zstd block decompresses to (ZSTD_BLOCKSIZE_MAX).
+_ZSTD_BLOCK_MAX = 128 << 10
+_zstd_local = threading.local()
+
+
+def _zstd_decompressor():
+    """This thread's ZstdDecompressor (one is not safe to share between threads; creating one
+    per payload costs more than decompressing 16 KiB)."""
+    try:
+        return _zstd_local.decompressor
+    except AttributeError:
+        d = _zstd_local.decompressor = _zstd_module().ZstdDecompressor()
+        return d
 
 
 def _zstd_decompress(data, max_size: int) -> bytes:
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    frames, bound = _zstd_check_frames(view)
+    if frames == 1 and 0 < bound <= max_size and not _PLAIN:
+        # One frame whose blocks cannot exceed the cap: decompress it in one call, into at
+        # most ``bound`` bytes -- or the size the frame declares, which zstd checks against
+        # what it produces; a declared size above ``bound`` cannot be right, so it is never
+        # allocated. Any failure, and every other payload, goes the streaming way, which
+        # decides the error.
+        try:
+            declared = _zstd_module().frame_content_size(view)  # -1: not declared
+            if 0 < declared <= bound or declared == -1:
+                return _zstd_decompressor().decompress(view, max_output_size=bound)
+        except Exception:  # zstandard.ZstdError
+            pass
+    return _zstd_decompress_stream(bytes(view), max_size)
+
+
+def _zstd_decompress_stream(data: bytes, max_size: int) -> bytes:
     zstd = _zstd_module()
-    data = bytes(data)
-    _zstd_check_frames(data)
     out = []
     total = 0
     try:
@@ -449,3 +606,22 @@ def decompress(codec: Compression, data, *, magic: int = 2, max_size: int = DEFA
     if codec is Compression.LZ4:
         return _lz4_decompress(data, max_size, magic)
     return _zstd_decompress(data, max_size)
+
+
+def decompressor(codec: Compression, magic: int = 2) -> Callable[[Any, int], bytes]:
+    """``decompress`` for one codec and magic, as a function ``(data, max_size) -> bytes``:
+    for callers that decompress many payloads and can skip the per-call dispatch.
+
+    Raises:
+        UnsupportedCodecError: as :func:`decompress`.
+    """
+    codec = codec_for_id(int(codec), magic)
+    if codec is Compression.NONE:
+        return lambda data, max_size: decompress(codec, data, magic=magic, max_size=max_size)
+    if codec is Compression.GZIP:
+        return _gzip_decompress
+    if codec is Compression.SNAPPY:
+        return _snappy_decompress
+    if codec is Compression.LZ4:
+        return lambda data, max_size: _lz4_decompress(data, max_size, magic)
+    return _zstd_decompress

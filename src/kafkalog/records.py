@@ -175,6 +175,16 @@ class MemoryRecords(Records):
     def size_in_bytes(self) -> int:
         return len(self._buf)
 
+    @property
+    def max_batch_size(self) -> int:
+        """The largest batch framing accepts (a larger size field is corrupt)."""
+        return self._max_batch_size
+
+    @property
+    def max_decompressed_size(self) -> int:
+        """The cap on one batch's decompressed payload."""
+        return self._max_decompressed
+
     def __bytes__(self) -> bytes:
         return bytes(self._buf)
 
