@@ -9,6 +9,7 @@ import pytest
 
 import kafkalog.scan as sc
 from kafkalog import FileRecords, Log, LogConfig, OffsetIndex, RecordBatchBuilder, TimeIndex
+from kafkalog.errors import CorruptRecordError
 from kafkalog.filenames import offset_index_file, time_index_file
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=128, retention_ms=-1)
@@ -97,3 +98,35 @@ def test_plan_then_read_while_the_writer_rolls_and_trims_its_indexes(tmp_path):
     assert got == log_records(d)[:40]  # what was there when planned, no more
     assert scan_all(root) == log_records(d)
     assert len(list(d.glob("*.log"))) > 3
+
+
+def _flip_in_batch(segment: Path, k: int) -> tuple[int, set[int]]:
+    """Flip a byte inside the records of batch ``k``; its position and offsets."""
+    with FileRecords.open(segment) as f:
+        batch = list(f.batches())[k]
+        position, offsets = batch.position, set(range(batch.base_offset, batch.last_offset + 1))
+    data = bytearray(segment.read_bytes())
+    data[position + batch.size_in_bytes - 3] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    return position, offsets
+
+
+@pytest.mark.parametrize("check_crcs", [True, False])
+def test_a_corrupt_batch_in_a_chunk_names_its_file_and_position_or_is_skipped(tmp_path, check_crcs):
+    """Chunks are decoded as one buffer; a bad batch in one is found again batch by batch."""
+    root = tmp_path / "logs"
+    d = root / "bad-0"
+    with Log.open(d, LogConfig(segment_bytes=1 << 20, retention_ms=-1)) as log:
+        append(log, 0, 50)
+    segment = next(d.glob("*.log"))
+    before = log_records(d)
+    position, lost = _flip_in_batch(segment, 20)
+    if check_crcs:
+        with pytest.raises(CorruptRecordError) as info:
+            scan_all(root)
+        assert (info.value.file, info.value.position) == (str(segment), position)
+    got = scan_all(root, fail_on_corruption=False, check_crcs=check_crcs)
+    if check_crcs:
+        assert got == [r for r in before if r[0] not in lost]
+    else:  # the flipped byte is in a value: read as it is, as Kafka's check.crcs=false does
+        assert [o for o, _ in got] == [o for o, _ in before]

@@ -38,6 +38,7 @@ from .errors import (
     InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
+    KafkalogError,
     RecordTooLargeError,
     TruncatedRecordError,
     UnsupportedCodecError,
@@ -47,7 +48,7 @@ from .filenames import SNAPSHOT_SUFFIX, offset_index_file, time_index_file, txn_
 from .index import AbortedTxn, TransactionIndex
 from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
-from .records import frame_entry
+from .records import MemoryRecords, frame_entry
 
 __all__ = ["INTERNAL_TOPICS", "scan_stats"]
 
@@ -797,14 +798,16 @@ class _Aborted:
         return batch.is_transactional and pid in self.producers
 
 
-def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats) -> Iterator[RecordBatch]:
-    """The batches of the slice's window, checked; corrupt ones raise or are skipped."""
+def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, *,
+             shallow: bool = False) -> Iterator[RecordBatch]:
+    """The batches of the slice's window, checked (``shallow``: framed only, their bodies left
+    to :func:`_emit`); corrupt ones raise or are skipped."""
     pos, end = s.start_position, min(s.end_position, records.size_in_bytes)
     while pos < end:
         window = records.slice(pos, end - pos)
         try:
-            for batch in window.batches(validate=options.check_crcs, strict=s.strict_end):
-                if not options.check_crcs:
+            for batch in window.batches(validate=options.check_crcs and not shallow, strict=s.strict_end):
+                if not options.check_crcs and not shallow:
                     batch.entry()  # load the body here, where a short read is reported
                 size = batch.size_in_bytes
                 stats.bytes_read += size
@@ -852,11 +855,15 @@ def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
         return
     stats.segments.append(s.path)
     aborted = _Aborted(s.aborted) if s.aborted is not None else None
+    # Without read_committed nothing needs a batch's body before decoding: the walk only frames
+    # the batches, and each chunk of them is read with one pread and decoded (and checked) as
+    # one buffer; read_committed reads control records while walking, so it walks checked.
+    shallow = aborted is None
     chunk: list[RecordBatch] = []
     count = size = 0
     limit = options.max_records_per_batch
     try:
-        for batch in _batches(records, s, options, stats):
+        for batch in _batches(records, s, options, stats, shallow=shallow):
             last = batch.last_offset
             if last < s.start_offset:
                 if aborted is not None:
@@ -868,7 +875,7 @@ def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
                 continue
             n = batch.count if batch.magic >= 2 else 1
             if chunk and (count + n > limit or size >= _CHUNK_BYTES):
-                yield from _emit(chunk, s, options, stats)
+                yield from _emit(chunk, s, options, stats, records if shallow else None)
                 chunk, count, size = [], 0, 0
             chunk.append(batch)
             count += n
@@ -876,25 +883,59 @@ def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
             if last >= s.end_offset - 1:
                 break
         if chunk:
-            yield from _emit(chunk, s, options, stats)
+            yield from _emit(chunk, s, options, stats, records if shallow else None)
     finally:
         records.close()
         stats.write()
 
 
-def _emit(chunk: list[RecordBatch], s: _Slice, options: _ReadOptions, stats: _Stats) -> Iterator[RecordColumns]:
+def _decode_in_one(chunk: list[RecordBatch], records: FileRecords, options: _ReadOptions) -> RecordColumns | None:
+    """A chunk of consecutive v2 batches read with one pread and decoded (CRCs checked when
+    asked) as one ``MemoryRecords``: the columnar decoder's fastest path. None when the chunk
+    is not that, or anything is wrong -- the caller then goes batch by batch, so an error names
+    the file and position, and the file cannot have changed under the decode unnoticed (the
+    record count must be the one the framed headers promise)."""
+    first, last = chunk[0], chunk[-1]
+    start = first.position
+    end = last.position + last.size_in_bytes  # type: ignore[operator]
+    expected = 0
+    at = start
+    for batch in chunk:
+        if batch.magic != 2 or batch.position != at:
+            return None
+        at += batch.size_in_bytes
+        if not batch.is_control:
+            expected += batch.count
+    data = records.read(start, end - start)
+    if len(data) != end - start:
+        return None
     try:
-        columns = decode_columns(chunk, validate=False, include_headers=options.include_headers)
-    except _READ_ERRORS:
-        if options.fail_on_corruption:
-            raise
-        parts = []
-        for batch in chunk:  # find and skip the bad batches one by one
-            try:
-                parts.append(decode_columns([batch], validate=False, include_headers=options.include_headers))
-            except _READ_ERRORS as e:
-                stats.skipped(s.path, batch.position, batch.position + batch.size_in_bytes, e)  # type: ignore[operator]
-        columns = RecordColumns.concat(parts) if parts else RecordColumns.empty(include_headers=options.include_headers)
+        columns = decode_columns(MemoryRecords(data, max_batch_size=max(end - start, 1)),
+                                 validate=options.check_crcs, include_headers=options.include_headers)
+    except KafkalogError:
+        return None
+    return columns if len(columns) == expected else None
+
+
+def _emit(chunk: list[RecordBatch], s: _Slice, options: _ReadOptions, stats: _Stats,
+          shallow_from: FileRecords | None = None) -> Iterator[RecordColumns]:
+    """Decode a chunk; ``shallow_from``: its batches were only framed, not checked, and are
+    read from that file."""
+    columns = _decode_in_one(chunk, shallow_from, options) if shallow_from is not None else None
+    check = shallow_from is not None and options.check_crcs
+    if columns is None:
+        try:
+            columns = decode_columns(chunk, validate=check, include_headers=options.include_headers)
+        except _READ_ERRORS:
+            if options.fail_on_corruption:
+                raise
+            parts = []
+            for batch in chunk:  # find and skip the bad batches one by one
+                try:
+                    parts.append(decode_columns([batch], validate=check, include_headers=options.include_headers))
+                except _READ_ERRORS as e:
+                    stats.skipped(s.path, batch.position, batch.position + batch.size_in_bytes, e)  # type: ignore[operator]
+            columns = RecordColumns.concat(parts) if parts else RecordColumns.empty(include_headers=options.include_headers)
     n = len(columns)
     if n == 0:
         return
