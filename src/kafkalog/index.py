@@ -81,7 +81,9 @@ class _Index:
     Owns the map's lifecycle: preallocation of a new file, opening (lazily, on first use, so a
     log with thousands of segments opens fast), resize, trim, truncation, reset, flush, rename
     (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
-    search column and which column holds the relative offset.
+    search column and which column holds the relative offset. An index opened read-only
+    (``writable=False``) is read into memory instead of mapped: a snapshot of the file, safe
+    against a writer that trims it meanwhile.
     """
 
     DTYPE: np.dtype
@@ -110,6 +112,7 @@ class _Index:
         self._capacity = 0  # entries the file has room for (length // entry size)
         self._plain = False  # search with Kafka's plain binary search only
         self._keys: array | None = None  # native copy of the key column (fast search)
+        self._copy = bytearray()  # a read-only index's bytes (never mapped; see _map)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -157,9 +160,17 @@ class _Index:
         # cuts, so the old map's pages they touch remain inside the file).
         n = self._length // self.entry_size
         mm = None
-        if n:
-            mode = "r+" if self._writable else "r"
-            mm = np.memmap(self._path, dtype=self.DTYPE, mode=mode, shape=(n,))
+        if n and self._writable:
+            mm = np.memmap(self._path, dtype=self.DTYPE, mode="r+", shape=(n,))
+        elif n:
+            # Read-only opens (tools on directories a broker may be writing) copy the file: the
+            # writer trims an index when it rolls the segment, and a mapped page past the new
+            # end would kill this process with SIGBUS. What the file holds is read, no more.
+            data = bytearray(os.pread(self._fd, n * self.entry_size, 0))  # type: ignore[arg-type]
+            n = len(data) // self.entry_size
+            self._length = n * self.entry_size
+            self._copy = data
+            mm = np.frombuffer(data, dtype=self.DTYPE, count=n) if n else None
         self._mm = mm
         self._keys = None
         self._capacity = n
@@ -169,12 +180,13 @@ class _Index:
             self._mm.flush()
         # Dropping the only reference unmaps it; views are never handed out, so none remain.
         self._mm = None
+        self._copy = bytearray()
 
     @property
     def _raw(self):
         """The map's bytes, for scalar reads (struct.unpack_from on the mmap object is ~25x
         cheaper than a buffer request on the structured array)."""
-        return self._mm._mmap  # type: ignore[union-attr]
+        return self._mm._mmap if self._writable else self._copy  # type: ignore[union-attr]
 
     def _ensure(self) -> None:
         if not self._opened:
