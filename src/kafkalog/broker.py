@@ -80,7 +80,7 @@ from .errors import (
     TruncatedRecordError,
     UnsupportedCodecError,
 )
-from .filenames import offset_from_file
+from .filenames import offset_from_file, validate_topic_name
 from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log, parse_partition_dir
 from .producer_state import TransactionCoordinatorFencedError
 from .protocol import (
@@ -107,12 +107,9 @@ _LOCK_FILE = ".kafkalog-broker.lock"
 _METADATA_VERSION = 0
 #: Kafka's ProducerIdManager hands out ids in blocks of this size.
 PRODUCER_ID_BLOCK_SIZE = 1000
-#: Topic.MAX_NAME_LENGTH: 249, so that "-<partition>" still fits a 255-byte file name.
-MAX_TOPIC_NAME_LENGTH = 249
 #: A bound of this demonstration broker (Kafka has none): one CreateTopics cannot ask it to open
 #: a million directories.
 MAX_PARTITIONS_PER_TOPIC = 10_000
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # KIP-511: ApiVersions v3 names the client; Kafka answers INVALID_REQUEST to other names.
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?", re.ASCII)
@@ -125,26 +122,6 @@ _INITIAL_EPOCH = 0
 # everything a topic or the cluster supports is allowed).
 _TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER_CONFIGS
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE..IDEMPOTENT_WRITE
-
-
-def validate_topic_name(name: str | None) -> str | None:
-    """Kafka's ``Topic.validate``: None when ``name`` is a legal topic name, else why not.
-
-    Legal names are 1 to 249 characters of ``[a-zA-Z0-9._-]`` other than ``.`` and ``..``, so
-    no topic name can leave the log directory.
-    """
-    if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return 'Topic name cannot be "." or ".."'
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
-    if not _LEGAL_TOPIC.fullmatch(name):
-        return (
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
-            "'.', '_' and '-'"
-        )
-    return None
 
 
 def _collides(a: str, b: str) -> bool:

@@ -5,6 +5,7 @@ snapshots ``<offset>.snapshot``, and the transient suffixes ``.cleaned``, ``.swa
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "txn_index_file",
     "snapshot_file",
     "offset_from_file",
+    "MAX_TOPIC_NAME_LENGTH",
+    "validate_topic_name",
 ]
 
 LOG_SUFFIX = ".log"
@@ -77,3 +80,29 @@ def offset_from_file(path: str | os.PathLike) -> int:
     if not prefix.isdigit():
         raise ValueError(f"{name!r} is not named after an offset")
     return int(prefix)
+
+
+#: Topic.MAX_NAME_LENGTH: 249, so that "-<partition>" still fits a 255-byte file name.
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)  # Kafka's Topic.LEGAL_CHARS
+
+
+def validate_topic_name(name: str | None) -> str | None:
+    """Kafka's ``Topic.validate``: None when ``name`` is a legal topic name, else why not (in
+    Kafka's words).
+
+    Legal names are 1 to 249 characters of ``[a-zA-Z0-9._-]`` other than ``.`` and ``..``, so
+    no topic name can leave the log directory.
+    """
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}"
+    if not _LEGAL_TOPIC.fullmatch(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'"
+        )
+    return None

@@ -46,6 +46,7 @@ from .errors import (
 from .file_records import FileRecords
 from .filenames import SNAPSHOT_SUFFIX, offset_index_file, time_index_file, txn_index_file
 from .index import AbortedTxn, TransactionIndex
+from .log import _PARTITION_DIR  # <topic>-<partition>, Kafka's parseTopicPartitionName
 from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .records import MemoryRecords, frame_entry
@@ -57,8 +58,6 @@ _log = logging.getLogger(__name__)
 #: Topics skipped unless subscribed by name or ``includeInternalTopics=true``.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"})
 
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _SEGMENT_NAME = re.compile(r"^\d{20}\.log$")
 _EARLIEST, _LATEST = -2, -1  # Spark's JSON codes
 _READ_ERRORS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError)

@@ -108,10 +108,10 @@ from .compression import Compression
 from .config import LogConfig
 from .errors import InvalidConfigError, InvalidOffsetError, InvalidRecordError, KafkalogError, RecordTooLargeError
 from .file_records import FileRecords
+from .filenames import validate_topic_name
 from .log import Log
 from .records import MemoryRecords
 from .scan import (
-    _LEGAL_TOPIC,
     _PARTITION_DIR,
     INTERNAL_TOPICS,
     _Bounds,
@@ -615,10 +615,9 @@ def _check_topic(topic: str | None, path: str) -> None:
     """Kafka's topic name rule (``Topic.validate``), which also keeps writes inside ``path``."""
     if topic is None:
         raise InvalidConfigError("a row has no topic: give a topic column or the topic option", file=path)
-    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
-        raise InvalidConfigError(
-            f"illegal topic name {topic!r}: Kafka allows 1 to 249 of [a-zA-Z0-9._-], not . or ..", file=path
-        )
+    why = validate_topic_name(topic)
+    if why is not None:
+        raise InvalidConfigError(f"illegal topic name {topic!r}: {why}", file=path)
 
 
 def _write_options(options: Any, schema: Any, overwrite: bool) -> _WriteOptions:
