@@ -1,16 +1,28 @@
-"""DESIGN.md's import layers, read from each module's imports with ``ast``: imports only point down."""
+"""DESIGN.md's layers and the public/private line, read from each module's imports with ``ast``
+by dotted module name.
+
+- The library core is flat in ``kafkalog/``; its imports only point down the layers.
+- ``kafkalog.protocol`` (the wire schemas) imports only the base layer and its own package.
+- The surfaces (``kafkalog.tools``, ``kafkalog.broker``, ``kafkalog.spark``, ``kafkalog.__main__``)
+  import only the public API: the ``kafkalog`` facade, ``kafkalog.errors``, another subpackage's
+  facade (``kafkalog.protocol``), and modules of their own package.
+- Implementation modules are private: a subpackage's modules are named with a leading
+  underscore, and no module but a package facade declares ``__all__``.
+"""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 import kafkalog
 
 PACKAGE = Path(kafkalog.__file__).parent
 
-# Layer of every module, lowest first (DESIGN.md "Layers"); builder sits with the records.
-LAYERS = {
+# Layer of every core module, lowest first (DESIGN.md "Layers").
+CORE_LAYERS = {
     "errors": 0,
     "varint": 1,
     "crc": 1,
@@ -23,10 +35,13 @@ LAYERS = {
     "columnar": 2,
     "file_records": 3,
     "sendfile": 3,
+    "resync": 3,
     "index": 4,
     "config": 4,
     "filenames": 4,
+    "durable": 4,
     "log": 5,
+    "logdir": 5,
     "validator": 5,
     "loader": 5,
     "retention": 5,
@@ -34,91 +49,223 @@ LAYERS = {
     "segment": 5,
     "checkpoint": 5,
     "producer_state": 5,
+    "producer_snapshot": 5,
     "leader_epoch": 5,
     "cleaner": 6,
-    "verify": 6,
-    "salvage": 6,
-    "convert": 6,
-    "scan": 6,
-    "cli": 7,
-    "spark": 7,
-    "broker": 7,
-    "protocol": 7,
-    "__init__": 7,
-    "__main__": 7,
+    "offset_map": 6,
+    "cleaner_manager": 6,
 }
-# Third-party libraries live in one module each (DESIGN.md).
+#: Modules the records layer splits columnar decoding into (each ``columnar_*`` is layer 2).
+RECORDS_PREFIXES = ("columnar_", "record_walk")
+SURFACES = ("tools", "broker", "spark")
+WIRE = "protocol"
+#: Public modules of the core a surface may import besides the facade.
+PUBLIC_CORE = {"errors"}
+
+# Third-party libraries live in one module (or one package) each (DESIGN.md).
 THIRD_PARTY_HOMES = {
     "zstandard": {"compression"},
     "snappy": {"compression"},
     "lz4": {"compression"},
     "crcmod": {"crc"},
     "crc32c": {"crc"},
-    "numpy": {"index", "columnar", "cleaner", "scan"},
+    "numpy": {"index", "columnar", "cleaner", "offset_map", "spark"},
     "pyspark": {"spark"},
     "pyarrow": {"spark", "columnar"},
 }
 
 
-def _imports(path: Path) -> tuple[set[str], set[str]]:
-    """(kafkalog modules, top-level third-party packages) imported anywhere in ``path``."""
-    tree = ast.parse(path.read_text(), str(path))
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name below ``kafkalog`` ("" is the facade)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_package(name: str, path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def imports_of(name: str, source: str, *, package: bool = False) -> tuple[set[str], set[str]]:
+    """(kafkalog modules by dotted name below ``kafkalog``, top-level third-party packages)
+    that ``source`` (module ``name``) imports anywhere."""
+    tree = ast.parse(source)
+    me = name.split(".") if name else []
+    here = me if package else me[:-1]  # the package a relative import starts from
     internal, external = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            if node.level:  # from . import x / from .x import y
+            if node.level:
+                base = here[: len(here) - (node.level - 1)] if node.level > 1 else list(here)
+                target = base + (node.module.split(".") if node.module else [])
                 if node.module:
-                    internal.add(node.module.split(".")[0])
-                else:
-                    internal.update(alias.name for alias in node.names)
+                    internal.add(".".join(target))
+                # `from . import x` / `from .pkg import x`: x may be a module of that package
+                for alias in node.names:
+                    candidate = ".".join(target + [alias.name])
+                    if (PACKAGE / Path(*target, alias.name)).with_suffix(".py").exists() or (
+                        PACKAGE / Path(*target, alias.name) / "__init__.py"
+                    ).exists():
+                        internal.add(candidate)
+                    elif not node.module:
+                        internal.add(".".join(target))
             elif node.module and node.module.split(".")[0] == "kafkalog":
-                parts = node.module.split(".")
-                internal.add(parts[1] if len(parts) > 1 else "__init__")
+                parts = node.module.split(".")[1:]
+                internal.add(".".join(parts))
+                for alias in node.names:
+                    sub = PACKAGE / Path(*parts, alias.name)
+                    if sub.with_suffix(".py").exists() or (sub / "__init__.py").exists():
+                        internal.add(".".join(parts + [alias.name]))
             elif node.module:
                 external.add(node.module.split(".")[0])
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                top = alias.name.split(".")[0]
-                if top == "kafkalog":
-                    parts = alias.name.split(".")
-                    internal.add(parts[1] if len(parts) > 1 else "__init__")
+                parts = alias.name.split(".")
+                if parts[0] == "kafkalog":
+                    internal.add(".".join(parts[1:]))
                 else:
-                    external.add(top)
+                    external.add(parts[0])
     return internal, external
 
 
-def test_every_module_has_a_layer():
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert modules <= set(LAYERS), f"unplaced modules: {sorted(modules - set(LAYERS))}"
+def _layer(name: str) -> int | None:
+    top = name.split(".")[0]
+    if top in CORE_LAYERS and "." not in name:
+        return CORE_LAYERS[top]
+    if top.startswith(RECORDS_PREFIXES) and "." not in name:
+        return 2
+    return None
 
 
-def test_imports_point_down():
-    """A module imports only modules of a lower layer (or its own, for the records layer)."""
+def _kind(name: str) -> str:
+    top = name.split(".")[0] if name else ""
+    if name == "":
+        return "facade"
+    if name == "__main__" or top in SURFACES:
+        return "surface"
+    if top == WIRE:
+        return "wire"
+    return "core"
+
+
+def violations(name: str, source: str, *, package: bool = False) -> list[str]:
+    """What is wrong with module ``name``'s imports (empty when it keeps the rules)."""
+    internal, _ = imports_of(name, source, package=package)
+    kind = _kind(name)
+    own = name.split(".")[0] if kind in ("surface", "wire") and name != "__main__" else None
     bad = []
-    for path in PACKAGE.glob("*.py"):
-        me = path.stem
-        internal, _ = _imports(path)
-        for dep in internal:
-            if dep == "__init__" and me not in ("__main__", "cli", "spark"):
-                bad.append(f"{me} imports the package facade")
-            elif dep in LAYERS and LAYERS[dep] > LAYERS[me]:
-                bad.append(f"{me} (layer {LAYERS[me]}) imports {dep} (layer {LAYERS[dep]})")
-    assert not bad, bad
+    for dep in sorted(internal):
+        dep_top = dep.split(".")[0] if dep else ""
+        if dep == name:
+            continue
+        if kind == "core":
+            if dep == "" or _kind(dep) != "core":
+                bad.append(f"{name} (core) imports {dep or 'the facade'}")
+            elif _layer(dep) is None:
+                bad.append(f"{name} imports {dep}, which has no layer")
+            elif _layer(dep) > _layer(name):
+                bad.append(f"{name} (layer {_layer(name)}) imports {dep} (layer {_layer(dep)})")
+        elif kind == "facade":
+            if _kind(dep) != "core":
+                bad.append(f"the facade imports {dep}: it re-exports the core only")
+        elif kind == "wire":
+            if not (dep == "errors" or dep_top == own):
+                bad.append(f"{name} (wire schemas) imports {dep}")
+        else:  # surface
+            if dep_top == own and own is not None:
+                continue
+            if dep == "" or dep in PUBLIC_CORE:
+                continue
+            if dep_top in (*SURFACES, WIRE) and "." not in dep:
+                continue  # another subpackage's public API
+            bad.append(f"{name} (surface) imports the private module kafkalog.{dep}")
+    return bad
+
+
+def test_every_core_module_has_a_layer():
+    unplaced = [n for n in _modules() if _kind(n) == "core" and _layer(n) is None]
+    assert not unplaced, f"unplaced modules: {sorted(unplaced)}"
+
+
+def test_subpackage_modules_are_private_by_name():
+    public = [
+        n for n, p in _modules().items()
+        if "." in n and not p.name.startswith("_")
+    ]
+    assert not public, f"name implementation modules with a leading underscore: {public}"
+
+
+def test_only_facades_declare_all():
+    """``__all__`` marks a supported API: only the package facades have one."""
+    declaring = []
+    for name, path in _modules().items():
+        if path.name == "__init__.py" or name in PUBLIC_CORE:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                declaring.append(name)
+    assert not declaring, f"internal modules declaring __all__: {sorted(declaring)}"
+
+
+def test_imports_keep_the_rules():
+    bad = []
+    for name, path in _modules().items():
+        bad += violations(name, path.read_text(), package=path.name == "__init__.py")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "name, source",
+    [
+        ("tools._dump", "from ..spark._scan import _plan\n"),
+        ("tools._dump", "from ..checkpoint import OffsetCheckpointFile\n"),
+        ("spark._source", "from kafkalog.log import Log\n"),
+        ("broker._server", "from ..protocol._wire import _Reader\n"),
+        ("spark._source", "import kafkalog.tools._verify\n"),
+        ("protocol._wire", "from ..log import Log\n"),
+        ("filenames", "from .log import Log\n"),
+        ("errors", "from .varint import decode_varint\n"),
+        ("log", "from .tools import verify_path\n"),
+        ("", "from .tools import main\n"),
+    ],
+)
+def test_the_checker_flags_a_private_import(name, source):
+    assert violations(name, source, package=name == ""), f"{name}: {source!r} passed"
+
+
+@pytest.mark.parametrize(
+    "name, source",
+    [
+        ("tools._dump", "from .. import FileRecords\nfrom ..errors import KafkalogError\nfrom ._jvm import _jackson\n"),
+        ("broker._server", "from ..protocol import ApiKey\nfrom .. import Log\n"),
+        ("spark._source", "from ..tools import verify_segment\nfrom . import _scan\n"),
+        ("log", "from .segment import LogSegment\nfrom .errors import KafkalogError\n"),
+    ],
+)
+def test_the_checker_passes_public_imports(name, source):
+    assert not violations(name, source, package=False)
 
 
 def test_third_party_libraries_stay_home():
     bad = []
-    for path in PACKAGE.glob("*.py"):
-        _, external = _imports(path)
+    for name, path in _modules().items():
+        _, external = imports_of(name, path.read_text(), package=path.name == "__init__.py")
+        home = name.split(".")[0]
+        home = "columnar" if home.startswith("columnar") else home
         for lib, homes in THIRD_PARTY_HOMES.items():
-            if lib in external and path.stem not in homes:
-                bad.append(f"{path.stem} imports {lib}")
+            if lib in external and home not in homes:
+                bad.append(f"{name} imports {lib}")
     assert not bad, bad
 
 
 def test_index_knows_nothing_of_records():
-    """index.py (when present) imports no records-layer module."""
-    path = PACKAGE / "index.py"
-    if path.exists():
-        internal, _ = _imports(path)
-        assert not internal & {m for m, layer in LAYERS.items() if layer == 2}
+    """index.py imports no records-layer module."""
+    internal, _ = imports_of("index", (PACKAGE / "index.py").read_text())
+    assert not {d for d in internal if _layer(d) == 2}

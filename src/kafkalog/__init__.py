@@ -8,24 +8,56 @@ configuration; the log cleaner; the errors. This module holds no logic; it re-ex
 from __future__ import annotations
 
 from .builder import RecordBatchBuilder
-from .cleaner import CleanerProgress, CleanerStats, LogCleaner, OffsetMap
+
+# Names the surfaces (tools, broker, spark) build on: file and directory names, checkpoint
+# files, durable writes, framing constants, resync, offline retention.
+from .checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    new_topic_id,
+)
+from .cleaner import (
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    REASONS,
+    CleanerProgress,
+    CleanerStats,
+    LogCleaner,
+    LogToClean,
+    OffsetMap,
+    cleanable_offsets,
+)
 from .columnar import RecordColumns, decode_columns
-from .compression import Compression
+from .compression import Compression, codec_for_id
 from .config import LogConfig
+from .durable import (
+    LOCK_FILE,
+    ensure_not_locked,
+    fsync_dir,
+    lock_directory,
+    write_atomically,
+)
 from .errors import (
+    ConversionError,
     CorruptCheckpointError,
     CorruptIndexError,
     CorruptRecordError,
     DuplicateSequenceError,
     InvalidConfigError,
     InvalidOffsetError,
-    LogCleaningAbortedError,
-    ConversionError,
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     InvalidTxnStateError,
     KafkalogError,
+    LogCleaningAbortedError,
     LogClosedError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -35,8 +67,43 @@ from .errors import (
     UnsupportedCodecError,
 )
 from .file_records import FileRecords
-from .index import AbortedTxn, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset, TransactionIndex
-from .legacy import LegacyRecordBatch
+from .filenames import (
+    CLEANED_SUFFIX,
+    INTERNAL_TOPICS,
+    SYSTEM_TOPICS,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    PARTITION_DIR,
+    SEGMENT_FILE,
+    SNAPSHOT_SUFFIX,
+    SPECIAL_DIR,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    find_partition_dirs,
+    log_file,
+    offset_from_file,
+    offset_index_file,
+    parse_partition_dir,
+    partition_of,
+    segment_base_offset,
+    segment_logs,
+    snapshot_file,
+    time_index_file,
+    txn_index_file,
+    validate_topic_name,
+)
+from .index import (
+    TXN_INDEX_ENTRY,
+    AbortedTxn,
+    OffsetIndex,
+    OffsetPosition,
+    TimeIndex,
+    TimestampOffset,
+    TransactionIndex,
+)
+from .legacy import LegacyRecordBatch, encode_message_set
 from .log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -45,10 +112,52 @@ from .log import (
     LogAppendInfo,
     LogOffsetMetadata,
 )
-from .record import ControlRecord, ControlRecordType, Header, Record, RecordBatch, TimestampType
-from .recordbatch import DefaultRecordBatch
-from .records import BatchRetention, FilterResult, MemoryRecords, RecordFilter, Records, filter_to
-from .retention import Deletion, RetentionPlan
+from .producer_state import (
+    SNAPSHOT_ENTRY,
+    SNAPSHOT_HEADER,
+    AppendOrigin,
+    ProducerStateEntry,
+    ProducerStateManager,
+    TransactionCoordinatorFencedError,
+    decode_snapshot,
+)
+from .record import (
+    LOG_OVERHEAD,
+    MAGIC_V0,
+    MAGIC_V1,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    ControlRecord,
+    ControlRecordType,
+    Header,
+    Record,
+    RecordBatch,
+    TimestampType,
+)
+from .recordbatch import (
+    RECORD_BATCH_OVERHEAD,
+    DefaultRecordBatch,
+    encode_batch,
+    encode_record,
+)
+from .records import (
+    BatchRetention,
+    FilterResult,
+    MemoryRecords,
+    RecordFilter,
+    Records,
+    filter_to,
+    frame_entry,
+)
+from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
+from .retention import (
+    Deletion,
+    OfflineRetention,
+    RetentionPlan,
+    RetentionSegment,
+    plan_partition_retention,
+    plan_retention,
+)
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 
 __version__ = "0.1.0"
@@ -115,4 +224,75 @@ __all__ = [
     "OutOfOrderSequenceError",
     "DuplicateSequenceError",
     "InvalidTxnStateError",
+    "CLEANER_OFFSET_CHECKPOINT",
+    "EpochEntry",
+    "LEADER_EPOCH_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "LeaderEpochCheckpointFile",
+    "OffsetCheckpointFile",
+    "PARTITION_METADATA",
+    "PartitionMetadataFile",
+    "RECOVERY_POINT_OFFSET_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "new_topic_id",
+    "fsync_dir",
+    "write_atomically",
+    "lock_directory",
+    "ensure_not_locked",
+    "LOCK_FILE",
+    "DEFAULT_DEDUPE_BUFFER_SIZE",
+    "LogToClean",
+    "REASONS",
+    "cleanable_offsets",
+    "codec_for_id",
+    "CLEANED_SUFFIX",
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "PARTITION_DIR",
+    "SEGMENT_FILE",
+    "SNAPSHOT_SUFFIX",
+    "SPECIAL_DIR",
+    "SWAP_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "find_partition_dirs",
+    "offset_from_file",
+    "offset_index_file",
+    "parse_partition_dir",
+    "partition_of",
+    "segment_base_offset",
+    "segment_logs",
+    "time_index_file",
+    "txn_index_file",
+    "validate_topic_name",
+    "log_file",
+    "snapshot_file",
+    "encode_message_set",
+    "AppendOrigin",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "TransactionCoordinatorFencedError",
+    "decode_snapshot",
+    "MAGIC_V0",
+    "MAGIC_V1",
+    "MAGIC_V2",
+    "NO_TIMESTAMP",
+    "LOG_OVERHEAD",
+    "encode_batch",
+    "encode_record",
+    "RECORD_BATCH_OVERHEAD",
+    "frame_entry",
+    "DEFAULT_MAX_RESYNC_BATCH",
+    "all_zero",
+    "next_valid_batch",
+    "plan_partition_retention",
+    "OfflineRetention",
+    "RetentionSegment",
+    "plan_retention",
+    "INTERNAL_TOPICS",
+    "SYSTEM_TOPICS",
+    "TXN_INDEX_ENTRY",
+    "SNAPSHOT_HEADER",
+    "SNAPSHOT_ENTRY",
 ]

@@ -3,9 +3,9 @@
     python -m kafkalog                     # kafkalog demo: a sample partition written, compacted, verified, dumped
     python -m kafkalog --out DIR           # ... keeping it in DIR (DIR/sample-0): kafkalog demo DIR
     python -m kafkalog FILE.log [...]      # summarise segments Kafka (or kafkalog) wrote, batch by batch
-    python -m kafkalog COMMAND ...         # dump, verify, compact, ... (kafkalog.cli; --help lists them)
+    python -m kafkalog COMMAND ...         # dump, verify, compact, ... (kafkalog.tools; --help lists them)
 
-A thin surface over the public API: the demo and the commands live in :mod:`kafkalog.cli`.
+A thin surface over the public API: the demo and the commands live in :mod:`kafkalog.tools`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import FileRecords, KafkalogError, cli
-from .cli import SAMPLE_PARTITION, build_sample
-
-__all__ = ["main", "summarise", "build_sample", "SAMPLE_PARTITION"]
+from . import FileRecords, KafkalogError, tools as cli
 
 
 def summarise(path: str, out=None) -> bool:
@@ -50,14 +47,14 @@ def summarise(path: str, out=None) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``kafkalog`` entry point: a subcommand goes to :func:`kafkalog.cli.main`; ``.log``
+    """The ``kafkalog`` entry point: a subcommand goes to :func:`kafkalog.tools.main`; ``.log``
     paths are summarised; no argument (or only ``--out DIR``) runs ``kafkalog demo``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "broker":  # `kafkalog broker ...`: see kafkalog.broker
         from .broker import main as broker_main
 
         return broker_main(argv[1:])
-    if argv and argv[0] in cli.SUBCOMMANDS:  # `kafkalog dump ...`: see kafkalog.cli
+    if argv and argv[0] in cli.SUBCOMMANDS:  # `kafkalog dump ...`: see kafkalog.tools
         return cli.main(argv)
     parser = argparse.ArgumentParser(
         prog="kafkalog",

@@ -20,8 +20,6 @@ from .record import (
 from .recordbatch import encode_batch, encode_record
 from .records import MemoryRecords
 
-__all__ = ["RecordBatchBuilder"]
-
 
 class RecordBatchBuilder:
     """Accumulates records and builds one batch (v2), one compressed wrapper (v0/v1 with a

@@ -47,7 +47,6 @@ does the same), so one object may be shared between threads.
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import re
 import threading
@@ -57,24 +56,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
+from .durable import write_atomically
 from .errors import CorruptCheckpointError
-
-__all__ = [
-    "write_atomically",
-    "EpochEntry",
-    "OffsetCheckpointFile",
-    "LeaderEpochCheckpointFile",
-    "PartitionMetadataFile",
-    "new_topic_id",
-    "RECOVERY_POINT_OFFSET_CHECKPOINT",
-    "LOG_START_OFFSET_CHECKPOINT",
-    "REPLICATION_OFFSET_CHECKPOINT",
-    "CLEANER_OFFSET_CHECKPOINT",
-    "LEADER_EPOCH_CHECKPOINT",
-    "PARTITION_METADATA",
-    "ZERO_TOPIC_ID",
-    "METADATA_TOPIC_ID",
-]
 
 # File names (Kafka's LogManager, LogCleanerManager, ReplicaManager, LeaderEpochCheckpointFile,
 # PartitionMetadataFile).
@@ -85,7 +68,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
-_TMP_SUFFIX = ".tmp"  # CheckpointFile: absolutePath + ".tmp"
 _VERSION = 0  # the only version of every checkpoint format and of partition.metadata
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -116,49 +98,6 @@ METADATA_TOPIC_ID = _encode_uuid(_ONE_UUID)
 
 
 # -- atomic replacement --------------------------------------------------------------------------
-
-
-def write_atomically(path: str | os.PathLike, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
-
-    Kafka's ``CheckpointFile.write``: write ``<path>.tmp`` in the same directory, flush and fsync
-    it, rename it over ``path`` (``Utils.atomicMoveWithFallback``; ``os.replace`` is atomic on
-    POSIX, so there is no fallback) and fsync the directory so that the rename itself is
-    durable (``Utils.flushDir``, skipped on Windows as Kafka skips it). If anything fails before
-    the rename, the temporary file is removed and ``path`` is untouched.
-
-    Args:
-        path: the file to replace (it need not exist).
-        data: the complete new content.
-
-    Raises:
-        OSError: the write, fsync, rename or directory fsync failed.
-    """
-    target = Path(path)
-    tmp = target.with_name(target.name + _TMP_SUFFIX)
-    try:
-        # "wb" truncates a stale .tmp left by an earlier crash, as Kafka's FileOutputStream does.
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_directory(target.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (Kafka's ``Utils.flushDir``)."""
-    if os.name == "nt":  # directories cannot be opened for fsync on Windows; Kafka skips it too
-        return
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- reading helpers ---------------------------------------------------------------------------

@@ -61,19 +61,6 @@ from .record import MAGIC_V2, ControlRecordType, Record, RecordBatch
 from .records import BatchRetention, MemoryRecords, RecordFilter, filter_to
 from .segment import LogSegment
 
-__all__ = [
-    "OffsetMap",
-    "Throttler",
-    "CleanerStats",
-    "SegmentCleanStats",
-    "CleanerProgress",
-    "LogToClean",
-    "Cleaner",
-    "LogCleaner",
-    "cleanable_offsets",
-    "group_segments_by_size",
-]
-
 _log = logging.getLogger("kafkalog.cleaner")
 
 # Kafka's broker defaults (log.cleaner.*).

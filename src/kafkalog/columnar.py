@@ -91,15 +91,6 @@ from .varint import decode_varint
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = [
-    "RecordColumns",
-    "decode_columns",
-    "arrow_schema",
-    "arrow_type",
-    "COLUMNS",
-    "DEFAULT_ARROW_COLUMNS",
-]
-
 #: Every column :meth:`RecordColumns.arrow_array` can build.
 COLUMNS = (
     "key",

@@ -41,8 +41,6 @@ from typing import Any
 
 from .errors import CorruptRecordError, RecordTooLargeError, UnsupportedCodecError
 
-__all__ = ["Compression", "compress", "decompress", "decompressor", "DEFAULT_MAX_DECOMPRESSED_SIZE", "xxhash32"]
-
 #: Default cap on the decompressed size of one batch's payload (64 MiB).
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 # Output is produced in pieces of at most _OUTPUT_PIECE; gzip input is fed from _GZIP_FIRST_PIECE up.

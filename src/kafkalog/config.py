@@ -39,8 +39,6 @@ from collections.abc import Mapping
 
 from .errors import InvalidConfigError
 
-__all__ = ["LogConfig"]
-
 _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1

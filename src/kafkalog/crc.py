@@ -18,8 +18,6 @@ import os
 import zlib
 from collections.abc import Callable
 
-__all__ = ["crc32", "crc32c", "BACKEND", "available_backends"]
-
 Buffer = bytes | bytearray | memoryview
 
 

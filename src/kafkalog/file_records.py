@@ -25,8 +25,6 @@ from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
 from .records import DEFAULT_MAX_BATCH_SIZE, MemoryRecords, Records, frame_entry
 from .sendfile import transfer
 
-__all__ = ["FileRecords"]
-
 _CHUNK = 1 << 20
 
 

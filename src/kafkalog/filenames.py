@@ -1,6 +1,11 @@
-"""Kafka's file names: ``<20-digit base offset>.log|.index|.timeindex|.txnindex``, producer
-snapshots ``<offset>.snapshot``, and the transient suffixes ``.cleaned``, ``.swap`` and
-``.deleted`` appended to a full name."""
+"""Kafka's file and directory names, and finding them on disk.
+
+Segment files are ``<20-digit base offset>.log|.index|.timeindex|.txnindex``, producer
+snapshots ``<offset>.snapshot``, with the transient suffixes ``.cleaned``, ``.swap`` and
+``.deleted`` appended to a full name. Partition directories are ``<topic>-<partition>``
+(Kafka's ``parseTopicPartitionName``), and a directory being deleted, moved or left stray is
+``<topic>-<partition>.<uuid>-delete|-future|-stray``. Every name rule lives here.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +13,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = [
-    "LOG_SUFFIX",
-    "INDEX_SUFFIX",
-    "TIME_INDEX_SUFFIX",
-    "TXN_INDEX_SUFFIX",
-    "SNAPSHOT_SUFFIX",
-    "DELETED_SUFFIX",
-    "CLEANED_SUFFIX",
-    "SWAP_SUFFIX",
-    "filename_prefix",
-    "log_file",
-    "offset_index_file",
-    "time_index_file",
-    "txn_index_file",
-    "snapshot_file",
-    "offset_from_file",
-    "MAX_TOPIC_NAME_LENGTH",
-    "validate_topic_name",
-]
+from .errors import InvalidConfigError, KafkalogError
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -69,6 +56,20 @@ def snapshot_file(directory: str | os.PathLike, offset: int) -> Path:
     return _file(directory, offset, SNAPSHOT_SUFFIX, "")
 
 
+#: Kafka's ``Topic.INTERNAL_TOPICS``: the topics Metadata reports as internal.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Topics Kafka itself keeps that a reader skips unless asked for by name: the internal topics,
+#: the KRaft metadata log and the share-group state (Kafka 4.0).
+SYSTEM_TOPICS = INTERNAL_TOPICS | {"__cluster_metadata", "__share_group_state"}
+
+#: ``<topic>-<partition>`` (Kafka's ``parseTopicPartitionName``).
+PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+#: Kafka renames a partition directory ``<topic>-<partition>.<uuid>-delete|-future|-stray``.
+SPECIAL_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)\.[0-9a-f]{32}-(?P<kind>delete|future|stray)$")
+#: A segment's own files (no transient suffix): ``<20 digits>.<kind>``.
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
+
+
 def offset_from_file(path: str | os.PathLike) -> int:
     """The offset a Kafka file name starts with (``00000000000000000042.log.swap`` -> 42).
 
@@ -106,3 +107,68 @@ def validate_topic_name(name: str | None) -> str | None:
             "'.', '_' and '-'"
         )
     return None
+
+
+def parse_partition_dir(directory: str | os.PathLike) -> tuple[str, int]:
+    """``orders-12`` -> ``("orders", 12)`` (Kafka's ``parseTopicPartitionName``).
+
+    Raises:
+        InvalidConfigError: the name is not ``<topic>-<partition>``.
+    """
+    name = Path(directory).name
+    match = PARTITION_DIR.match(name)
+    if match is None:
+        raise InvalidConfigError(
+            f"a partition directory is named <topic>-<partition>, not {name!r}", file=str(directory)
+        )
+    return match["topic"], int(match["partition"])
+
+
+def partition_of(directory: str | os.PathLike) -> tuple[str, int] | None:
+    """The (topic, partition) a partition directory holds, also for ``-delete``/``-future``/
+    ``-stray`` directories; None for any other name."""
+    name = Path(directory).name
+    m = SPECIAL_DIR.match(name) or PARTITION_DIR.match(name)
+    return (m["topic"], int(m["partition"])) if m else None
+
+
+def segment_base_offset(path: str | os.PathLike) -> int:
+    """The base offset a segment file is named after.
+
+    Raises:
+        KafkalogError: the name does not start with an offset.
+    """
+    try:
+        return offset_from_file(path)
+    except ValueError:
+        raise KafkalogError(
+            "a segment file is named after its base offset (<20 digits>.log); this name is not", file=str(path)
+        ) from None
+
+
+def segment_logs(directory: str | os.PathLike) -> list[Path]:
+    """The ``<20 digits>.log`` files of a partition directory, by base offset."""
+    directory = Path(directory)
+    logs = []
+    with os.scandir(directory) as entries:
+        for e in entries:
+            m = SEGMENT_FILE.match(e.name)
+            if m and m.group(2) == "log" and e.is_file():
+                logs.append((int(m.group(1)), directory / e.name))
+    return [p for _, p in sorted(logs)]
+
+
+def find_partition_dirs(log_dir: str | os.PathLike) -> list[Path]:
+    """The partition directories (``<topic>-<partition>``, and ``-future`` ones being moved)
+    of a log directory, by name."""
+    log_dir = Path(log_dir)
+    found = []
+    with os.scandir(log_dir) as entries:
+        for e in entries:
+            if not e.is_dir():
+                continue
+            special = SPECIAL_DIR.match(e.name)
+            if (special and special["kind"] == "future") or (not special and PARTITION_DIR.match(e.name)):
+                found.append(log_dir / e.name)
+    return sorted(found)
+

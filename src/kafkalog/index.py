@@ -39,15 +39,6 @@ import numpy as np
 
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
 
-__all__ = [
-    "OffsetIndex",
-    "TimeIndex",
-    "TransactionIndex",
-    "OffsetPosition",
-    "TimestampOffset",
-    "AbortedTxn",
-]
-
 _INT32_MAX = 2**31 - 1
 # Kafka's AbstractIndex: the warm section is the last 8 KiB of entries.
 _WARM_BYTES = 8192
@@ -607,8 +598,9 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
 
-_TXN_ENTRY = struct.Struct(">hqqqq")
-assert _TXN_ENTRY.size == 34
+#: A transaction-index entry: version, producerId, firstOffset, lastOffset, lastStableOffset.
+TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
+assert TXN_INDEX_ENTRY.size == 34
 _TXN_VERSION = 0
 
 
@@ -619,7 +611,7 @@ class TransactionIndex:
     Not thread-safe; its segment serialises access.
     """
 
-    ENTRY_SIZE = _TXN_ENTRY.size
+    ENTRY_SIZE = TXN_INDEX_ENTRY.size
 
     def __init__(self, path: str | os.PathLike, start_offset: int, *, writable: bool = True) -> None:
         self._path = Path(path)
@@ -657,7 +649,7 @@ class TransactionIndex:
             )
         fd = self._channel(create=True)
         end = os.fstat(fd).st_size  # type: ignore[arg-type]
-        os.pwrite(fd, _TXN_ENTRY.pack(_TXN_VERSION, *txn), end)  # type: ignore[arg-type]
+        os.pwrite(fd, TXN_INDEX_ENTRY.pack(_TXN_VERSION, *txn), end)  # type: ignore[arg-type]
         self._last_offset = txn.last_offset
 
     def _read_all(self) -> bytes:
@@ -677,7 +669,7 @@ class TransactionIndex:
         whole = len(data) - len(data) % self.ENTRY_SIZE
         out = []
         for pos in range(0, whole, self.ENTRY_SIZE):
-            version, *fields = _TXN_ENTRY.unpack_from(data, pos)
+            version, *fields = TXN_INDEX_ENTRY.unpack_from(data, pos)
             if version > _TXN_VERSION:  # Kafka rejects only versions it does not know yet
                 raise CorruptIndexError(
                     f"unexpected aborted transaction version {version} (expected {_TXN_VERSION})",

@@ -36,8 +36,6 @@ from collections.abc import Iterable
 from .checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from .errors import InvalidOffsetError
 
-__all__ = ["LeaderEpochFileCache", "EpochEntry", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
-
 #: Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH`` / ``UNDEFINED_EPOCH``: no epoch known.
 UNDEFINED_EPOCH = -1
 #: Kafka's ``UNDEFINED_EPOCH_OFFSET``: no end offset known.

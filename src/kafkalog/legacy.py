@@ -41,8 +41,6 @@ from .record import (
     TimestampType,
 )
 
-__all__ = ["LegacyRecordBatch", "encode_message", "encode_message_set"]
-
 HEADER_V0 = struct.Struct(">qiIbb")
 HEADER_V1 = struct.Struct(">qiIbbq")
 assert HEADER_V0.size == 18 and HEADER_V1.size == 26

@@ -55,8 +55,6 @@ from .producer_state import ProducerStateManager
 from .segment import LogSegment
 from .segments import LogSegments
 
-__all__ = ["LoadedLog", "load_log", "rebuild_producer_state"]
-
 _log = logging.getLogger(__name__)
 
 

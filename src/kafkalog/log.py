@@ -30,7 +30,6 @@ import itertools
 import logging
 import os
 import random
-import re
 import shutil
 import threading
 import time
@@ -50,6 +49,7 @@ from .checkpoint import (
 )
 from .compression import Compression
 from .config import LogConfig
+from .durable import fsync_dir, lock_directory
 from .errors import (
     CorruptCheckpointError,
     DuplicateSequenceError,
@@ -64,7 +64,17 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .file_records import FileRecords
-from .filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, log_file, offset_index_file, time_index_file, txn_index_file
+from .filenames import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    PARTITION_DIR,
+    SWAP_SUFFIX,
+    log_file,
+    offset_index_file,
+    parse_partition_dir,
+    time_index_file,
+    txn_index_file,
+)
 from .leader_epoch import LeaderEpochFileCache
 from .loader import load_log, rebuild_producer_state
 from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
@@ -75,19 +85,6 @@ from .index import AbortedTxn
 from .segment import LogSegment, TimestampAndOffset
 from .segments import LogSegments
 from .validator import validate_and_assign_offsets
-
-__all__ = [
-    "Log",
-    "LogAppendInfo",
-    "LogOffsetMetadata",
-    "OffsetOutOfRangeError",
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "EARLIEST_LOCAL_TIMESTAMP",
-    "LATEST_TIERED_TIMESTAMP",
-    "CLEAN_SHUTDOWN_FILE",
-]
 
 _log = logging.getLogger(__name__)
 
@@ -100,9 +97,7 @@ LATEST_TIERED_TIMESTAMP = -5
 
 #: The log directory's clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``).
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-_LOCK_FILE = ".lock"
 _INT32_MAX = 2**31 - 1
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -146,21 +141,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def parse_partition_dir(directory: str | os.PathLike) -> tuple[str, int]:
-    """``orders-12`` -> ``("orders", 12)`` (Kafka's ``parseTopicPartitionName``).
-
-    Raises:
-        InvalidConfigError: the name is not ``<topic>-<partition>``.
-    """
-    name = Path(directory).name
-    match = _PARTITION_DIR.match(name)
-    if match is None:
-        raise InvalidConfigError(
-            f"a partition directory is named <topic>-<partition>, not {name!r}", file=str(directory)
-        )
-    return match["topic"], int(match["partition"])
-
-
 # -- the log directory: lock file, checkpoints, clean-shutdown marker ------------------------------
 
 
@@ -200,19 +180,9 @@ class _LogDir:
             return state
 
     def _take_lock_file(self) -> None:
-        fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # not POSIX: no cross-process protection
-            pass
-        except OSError:
-            os.close(fd)
-            raise KafkalogError(
-                "the log directory is in use by another process (its .lock file is held)", file=str(self.path)
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = lock_directory(
+            self.path, "the log directory is in use by another process (its .lock file is held)"
+        )
 
     def consume_clean_marker(self) -> bool:
         """Whether this directory was shut down cleanly; the marker goes (durably) the first
@@ -221,7 +191,7 @@ class _LogDir:
         with self.lock:
             if marker.exists():
                 marker.unlink()
-                _fsync_dir(self.path)
+                fsync_dir(self.path)
         return self.clean_at_start
 
     def read_offsets(self, tp: tuple[str, int]) -> tuple[int | None, int | None]:
@@ -274,7 +244,7 @@ class _LogDir:
                         f.write(b'{"version":0,"brokerEpoch":-1}')
                         f.flush()
                         os.fsync(f.fileno())
-                    _fsync_dir(self.path)
+                    fsync_dir(self.path)
             finally:
                 if self._lock_fd is not None:
                     os.close(self._lock_fd)  # releases the flock
@@ -284,7 +254,7 @@ class _LogDir:
         if self.clean_at_start:
             return True
         for entry in os.scandir(self.path):
-            if entry.is_dir() and _PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
+            if entry.is_dir() and PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
                 return False
         return True
 
@@ -300,14 +270,6 @@ def _remove_stray_tmp(path: Path) -> None:
     path.with_name(path.name + ".tmp").unlink(missing_ok=True)
 
 
-def _fsync_dir(path: Path) -> None:
-    if os.name == "nt":
-        return
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- background work: delayed deletions and the flush after a roll ---------------------------------
@@ -937,7 +899,7 @@ class Log:
             except LogClosedError:
                 # Deleted meanwhile (retention or truncation): nothing of it is left to flush.
                 continue
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         with self._lock:
             if self._closed or generation != self._truncations or offset <= self._recovery_point:
                 return
@@ -1172,7 +1134,7 @@ class Log:
             if not segment.log.path.endswith(DELETED_SUFFIX):
                 segment.change_file_suffixes("", DELETED_SUFFIX)
         if doomed:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
         def delete() -> None:
             for segment in doomed:
@@ -1349,7 +1311,7 @@ class Log:
             if self._segments.last in old_segments:
                 raise ValueError("the active segment cannot be replaced")
             new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             _after_swap_step("swap")
             self._segments.add(new_segment)
             removed = []
@@ -1359,10 +1321,10 @@ class Log:
                     removed.append(segment)
                 segment.change_file_suffixes("", DELETED_SUFFIX)
                 _after_swap_step("deleted")
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             _after_swap_step("all-deleted")
             new_segment.change_file_suffixes(SWAP_SUFFIX, "")
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             _after_swap_step("done")
 
             def delete() -> None:
@@ -1420,4 +1382,4 @@ class Log:
             self._logdir.write_offset(self._logdir.log_starts, self._tp, None)
             self._logdir.write_offset(self._logdir.cleaner_offsets, self._tp, None)
             shutil.rmtree(self.directory, ignore_errors=True)
-            _fsync_dir(self.directory.parent)
+            fsync_dir(self.directory.parent)

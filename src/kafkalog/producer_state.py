@@ -58,6 +58,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from .crc import crc32c
+from .durable import fsync_dir
 from .errors import (
     CorruptCheckpointError,
     DuplicateSequenceError,
@@ -78,26 +79,6 @@ from .record import (
     RecordBatch,
 )
 
-__all__ = [
-    "AppendOrigin",
-    "BatchMetadata",
-    "CompletedTxn",
-    "TxnMetadata",
-    "LastRecord",
-    "ProducerStateEntry",
-    "ProducerAppendInfo",
-    "ProducerStateUpdate",
-    "ProducerStateManager",
-    "TransactionCoordinatorFencedError",
-    "encode_snapshot",
-    "decode_snapshot",
-    "read_snapshot",
-    "write_snapshot",
-    "snapshot_order",
-    "NUM_BATCHES_TO_RETAIN",
-    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
-]
-
 _log = logging.getLogger(__name__)
 
 #: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
@@ -107,10 +88,10 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 _INT32_MAX = 0x7FFFFFFF
 
 SNAPSHOT_VERSION = 1
-_SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
-assert _SNAPSHOT_HEADER.size == 10
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-assert _SNAPSHOT_ENTRY.size == 46
+SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
+assert SNAPSHOT_HEADER.size == 10
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+assert SNAPSHOT_ENTRY.size == 46
 _CRC_OFFSET = 2
 #: The CRC covers everything from the entry count on (Kafka's ``PRODUCER_ENTRIES_OFFSET``).
 _ENTRIES_OFFSET = 6
@@ -549,11 +530,11 @@ class ProducerStateUpdate(NamedTuple):
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     """A snapshot file's bytes holding ``entries`` in the given order (Kafka's ``writeSnapshot``)."""
-    body = bytearray(_SNAPSHOT_HEADER.size)
+    body = bytearray(SNAPSHOT_HEADER.size)
     count = 0
     for e in entries:
         txn = e.current_txn_first_offset
-        body += _SNAPSHOT_ENTRY.pack(
+        body += SNAPSHOT_ENTRY.pack(
             e.producer_id,
             e.producer_epoch,
             e.last_seq,
@@ -591,18 +572,18 @@ def decode_snapshot(data: bytes | bytearray | memoryview, *, file: str | None = 
     (version,) = struct.unpack_from(">h", data, 0)
     if version != SNAPSHOT_VERSION:
         raise corrupt(f"unknown snapshot version {version} (expected {SNAPSHOT_VERSION})", 0)
-    if size < _SNAPSHOT_HEADER.size:
-        raise corrupt(f"truncated: {size} bytes, the header needs {_SNAPSHOT_HEADER.size}", size)
-    _, stored_crc, count = _SNAPSHOT_HEADER.unpack_from(data, 0)
+    if size < SNAPSHOT_HEADER.size:
+        raise corrupt(f"truncated: {size} bytes, the header needs {SNAPSHOT_HEADER.size}", size)
+    _, stored_crc, count = SNAPSHOT_HEADER.unpack_from(data, 0)
     if count < 0:
         raise corrupt(f"negative entry count {count}", _COUNT_OFFSET)
-    expected = _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size
+    expected = SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size
     if size < expected:
-        whole = (size - _SNAPSHOT_HEADER.size) // _SNAPSHOT_ENTRY.size
+        whole = (size - SNAPSHOT_HEADER.size) // SNAPSHOT_ENTRY.size
         raise corrupt(
             f"truncated: {count} entries need {expected} bytes, the file has {size} "
             f"(entry {whole} is incomplete)",
-            _SNAPSHOT_HEADER.size + whole * _SNAPSHOT_ENTRY.size,
+            SNAPSHOT_HEADER.size + whole * SNAPSHOT_ENTRY.size,
         )
     if size > expected:
         raise corrupt(
@@ -612,8 +593,8 @@ def decode_snapshot(data: bytes | bytearray | memoryview, *, file: str | None = 
     if computed != stored_crc:
         raise corrupt(f"CRC is no longer valid: stored crc {stored_crc}, computed crc {computed}", _CRC_OFFSET)
     entries = []
-    for pos in range(_SNAPSHOT_HEADER.size, expected, _SNAPSHOT_ENTRY.size):
-        pid, epoch, last_seq, last_offset, delta, ts, coord, txn = _SNAPSHOT_ENTRY.unpack_from(data, pos)
+    for pos in range(SNAPSHOT_HEADER.size, expected, SNAPSHOT_ENTRY.size):
+        pid, epoch, last_seq, last_offset, delta, ts, coord, txn = SNAPSHOT_ENTRY.unpack_from(data, pos)
         batches = (BatchMetadata(last_seq, last_offset, delta, ts),) if last_offset >= 0 else ()
         entries.append(ProducerStateEntry(pid, epoch, coord, ts, txn if txn >= 0 else None, batches))
     return entries
@@ -647,18 +628,9 @@ def write_snapshot(path: str | os.PathLike, entries: Iterable[ProducerStateEntry
         tmp.unlink(missing_ok=True)
         raise
     if sync:
-        _fsync_directory(target.parent)
+        fsync_dir(target.parent)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename durable; directories cannot be opened for fsync on Windows."""
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- java.util.HashMap's iteration order ----------------------------------------------------------

@@ -14,27 +14,7 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import NamedTuple
 
-from .compression import Compression
 from .errors import InvalidRecordError, KafkalogError, TruncatedRecordError
-
-__all__ = [
-    "Compression",
-    "TimestampType",
-    "ControlRecordType",
-    "Header",
-    "Record",
-    "ControlRecord",
-    "RecordBatch",
-    "MAGIC_V0",
-    "MAGIC_V1",
-    "MAGIC_V2",
-    "NO_TIMESTAMP",
-    "NO_PRODUCER_ID",
-    "NO_PRODUCER_EPOCH",
-    "NO_SEQUENCE",
-    "NO_PARTITION_LEADER_EPOCH",
-    "LOG_OVERHEAD",
-]
 
 MAGIC_V0, MAGIC_V1, MAGIC_V2 = 0, 1, 2
 CURRENT_MAGIC = MAGIC_V2
@@ -284,6 +264,19 @@ class RecordBatch(ABC):
     def next_offset(self) -> int:
         """The offset after this batch's last offset."""
         return self.last_offset + 1
+
+    @property
+    @abstractmethod
+    def attributes(self) -> int:
+        """The stored attributes: an int16 for v2, the int8 of the message for v0/v1 (codec in
+        bits 0-2, timestamp type in bit 3, and for v2 the transactional, control and
+        delete-horizon bits)."""
+
+    @abstractmethod
+    def compute_crc(self) -> int:
+        """The checksum of the bytes the stored CRC covers (CRC-32C from the attributes to the
+        end for v2, CRC-32 from the magic to the end for v0/v1): equal to :attr:`crc` when the
+        batch is intact."""
 
     @abstractmethod
     def ensure_valid(self, *, deep: bool = False) -> None:

@@ -51,8 +51,6 @@ from .record import (
 )
 from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
-__all__ = ["DefaultRecordBatch", "encode_batch", "encode_record"]
-
 HEADER = struct.Struct(">qiibIhiqqqhii")
 assert HEADER.size == 61
 RECORD_BATCH_OVERHEAD = HEADER.size

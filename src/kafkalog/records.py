@@ -31,17 +31,6 @@ from .legacy import LegacyRecordBatch, encode_message_set
 from .record import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, Record, RecordBatch, TimestampType
 from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, encode_batch, encode_record
 
-__all__ = [
-    "Records",
-    "MemoryRecords",
-    "frame_entry",
-    "BatchRetention",
-    "RecordFilter",
-    "FilterResult",
-    "RetainedBatch",
-    "filter_to",
-]
-
 _SIZE = struct.Struct(">i")
 #: Smallest legal value of the size field: a v0 message with null key and value.
 MIN_ENTRY_SIZE_FIELD = 14

@@ -28,12 +28,16 @@ already on disk with future timestamps expires when its time comes, as under Kaf
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from .checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from .config import LogConfig
-
-__all__ = ["SegmentInfo", "Deletion", "RetentionPlan", "plan_retention"]
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .filenames import partition_of, segment_base_offset, segment_logs
 
 
 class SegmentInfo(Protocol):
@@ -174,3 +178,76 @@ def plan_retention(
         # Everything gone: the segment the roll creates starts at the log end offset.
         new_start = remaining[0].base_offset if remaining else log_end_offset
     return RetentionPlan(deletions, needs_roll, new_start)
+
+
+# -- offline: a partition directory read from its files, nothing opened for writing ----------------
+
+
+class RetentionSegment(NamedTuple):
+    """What retention asks of a segment (:class:`kafkalog.retention.SegmentInfo`), read from
+    the files: base offset, size, largest timestamp (the file's mtime when it has none, as in
+    Kafka), and the offsets it holds."""
+
+    base_offset: int
+    size: int
+    largest_timestamp: int
+    path: str
+    last_offset: int | None
+
+
+class OfflineRetention(NamedTuple):
+    """:func:`plan_partition_retention`'s answer: the plan and what it was computed from."""
+
+    plan: RetentionPlan
+    segments: list[RetentionSegment]
+    log_start_offset: int
+    log_end_offset: int
+
+
+def _segment_facts(log_path: Path) -> RetentionSegment:
+    """Size, largest batch max timestamp and last offset of a segment (a header scan)."""
+    largest = -1
+    last = None
+    with FileRecords.open(log_path) as fr:
+        size = fr.size_in_bytes
+        try:
+            for batch in fr.batches():
+                if batch.max_timestamp > largest:
+                    largest = batch.max_timestamp
+                last = batch.last_offset
+        except KafkalogError:
+            pass  # a damaged tail: retention looks at what is readable, as Kafka's index does
+    if largest < 0:
+        largest = log_path.stat().st_mtime_ns // 1_000_000
+    return RetentionSegment(segment_base_offset(log_path), size, largest, str(log_path), last)
+
+
+def plan_partition_retention(directory: str | os.PathLike, config: LogConfig, now_ms: int) -> OfflineRetention:
+    """What :meth:`kafkalog.log.Log.delete_old_segments` would delete in a partition directory
+    now, computed without opening the log: nothing is written, no lock is taken, no recovery
+    runs.
+
+    The inputs are those :class:`~kafkalog.log.Log` uses: each segment's size and largest
+    timestamp (the largest batch max timestamp, read from the batch headers, which is what the
+    time index's last entry holds on a cleanly closed segment), the log start offset (the
+    larger of the first segment's base offset and the log directory's
+    ``log-start-offset-checkpoint``), and the log end offset as the high watermark.
+
+    Raises:
+        KafkalogError: no segments in ``directory``; a corrupt ``log-start-offset-checkpoint``.
+        OSError: the files cannot be read.
+    """
+    directory = Path(directory)
+    logs = segment_logs(directory)
+    if not logs:
+        raise KafkalogError("no log segments in this directory", file=str(directory))
+    segments = [_segment_facts(p) for p in logs]
+    log_start = segments[0].base_offset
+    tp = partition_of(directory)
+    checkpoint = directory.parent / LOG_START_OFFSET_CHECKPOINT
+    if tp is not None and checkpoint.exists():
+        log_start = max(log_start, OffsetCheckpointFile(checkpoint).read().get(tp, 0))
+    last = segments[-1]
+    log_end = last.base_offset if last.last_offset is None else last.last_offset + 1
+    plan = plan_retention(segments, config, now_ms, log_start_offset=log_start, log_end_offset=log_end)
+    return OfflineRetention(plan, segments, log_start, log_end)

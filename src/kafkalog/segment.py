@@ -33,8 +33,6 @@ from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .records import MemoryRecords
 
-__all__ = ["LogSegment", "LogOffsetPosition", "TimestampAndOffset"]
-
 _INT32_MAX = 2**31 - 1
 
 

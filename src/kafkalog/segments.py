@@ -12,8 +12,6 @@ from collections.abc import Iterator
 
 from .segment import LogSegment
 
-__all__ = ["LogSegments"]
-
 
 class LogSegments:
     """Segments keyed by base offset, oldest first."""

@@ -13,8 +13,6 @@ import errno
 import io
 import os
 
-__all__ = ["transfer"]
-
 _CHUNK = 1 << 20
 # Errors meaning "sendfile does not apply to these descriptors", not "the transfer failed".
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK, errno.EBADF, errno.ESPIPE}

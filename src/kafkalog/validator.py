@@ -42,8 +42,6 @@ from .legacy import LegacyRecordBatch
 from .record import LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
 from .recordbatch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 
-__all__ = ["InvalidTimestampError", "ValidationResult", "validate_and_assign_offsets"]
-
 _INT64 = struct.Struct(">q")
 _LEGACY_ATTRIBUTES = 17
 _LEGACY_TIMESTAMP = 18

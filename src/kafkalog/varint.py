@@ -12,17 +12,6 @@ from __future__ import annotations
 
 from .errors import InvalidRecordError
 
-__all__ = [
-    "encode_varint",
-    "encode_varlong",
-    "decode_varint",
-    "decode_varlong",
-    "size_of_varint",
-    "size_of_varlong",
-    "zigzag_encode",
-    "zigzag_decode",
-]
-
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1

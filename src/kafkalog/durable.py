@@ -1,0 +1,119 @@
+"""Durable file-system steps, written once: atomic replacement, directory fsync, and the log
+directory's ``.lock``.
+
+Kafka's rules (``Utils.atomicMoveWithFallback``, ``Utils.flushDir``, ``FileLock``): a file that
+must never be seen half-written is written to ``<name>.tmp`` in the same directory, fsynced,
+renamed over the target, and the directory is fsynced so that the rename itself survives a
+power cut. Directories cannot be opened for fsync on Windows; Kafka skips it there, and so do we.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from .errors import KafkalogError
+
+#: The suffix of the temporary file an atomic write renames into place.
+TMP_SUFFIX = ".tmp"
+#: The log directory's lock file (Kafka's ``LogManager.LockFileName``).
+LOCK_FILE = ".lock"
+
+
+def fsync_dir(directory: str | os.PathLike) -> None:
+    """Make the entries of ``directory`` (creations, renames, deletions) durable
+    (Kafka's ``Utils.flushDir``)."""
+    if os.name == "nt":
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
+
+    Kafka's ``CheckpointFile.write``: write ``<path>.tmp`` in the same directory, flush and fsync
+    it, rename it over ``path`` (``Utils.atomicMoveWithFallback``; ``os.replace`` is atomic on
+    POSIX, so there is no fallback) and fsync the directory so that the rename itself is
+    durable (``Utils.flushDir``, skipped on Windows as Kafka skips it). If anything fails before
+    the rename, the temporary file is removed and ``path`` is untouched.
+
+    Args:
+        path: the file to replace (it need not exist).
+        data: the complete new content.
+
+    Raises:
+        OSError: the write, fsync, rename or directory fsync failed.
+    """
+    target = Path(path)
+    tmp = target.with_name(target.name + TMP_SUFFIX)
+    try:
+        # "wb" truncates a stale .tmp left by an earlier crash, as Kafka's FileOutputStream does.
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(target.parent)
+
+
+def lock_directory(directory: str | os.PathLike, in_use: str) -> int:
+    """Take the exclusive lock on ``directory/.lock`` (created if missing) and return its
+    descriptor; closing the descriptor releases the lock.
+
+    Raises:
+        KafkalogError: another process holds the lock (``in_use`` says what it is).
+    """
+    directory = Path(directory)
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # not POSIX: no cross-process protection
+        pass
+    except OSError:
+        os.close(fd)
+        raise KafkalogError(in_use, file=str(directory)) from None
+    return fd
+
+
+def ensure_not_locked(directory: str | os.PathLike) -> None:
+    """Raise if a kafkalog process (an ``flock`` on ``.lock``) or a Kafka broker (a POSIX
+    record lock on the same file) holds the log directory ``directory``; a directory without
+    a ``.lock`` is not in use. Nothing is created.
+
+    Raises:
+        KafkalogError: the lock is held.
+    """
+    lock = Path(directory) / LOCK_FILE
+    if not lock.exists():
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: nothing to test
+        return
+    fd = os.open(lock, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for take, release in (
+            (lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
+            (lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.lockf(fd, fcntl.LOCK_UN)),
+        ):
+            try:
+                take()
+            except OSError:
+                raise KafkalogError(
+                    "the log directory is in use (its .lock is held by a broker or a kafkalog process); stop it first",
+                    file=str(lock.parent),
+                ) from None
+            release()
+    finally:
+        os.close(fd)

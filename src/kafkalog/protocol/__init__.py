@@ -1,0 +1,71 @@
+"""Kafka's wire protocol: the message schemas of the APIs the broker serves, and one
+interpreter that decodes and encodes them (requests, responses, headers, tagged fields).
+
+The public API of this package is what it exports here; its modules are private.
+"""
+
+from __future__ import annotations
+
+from ._wire import (
+    APIS,
+    ApiKey,
+    ApiSpec,
+    Array,
+    BOOL,
+    BYTES,
+    ErrorCode,
+    Field,
+    INT16,
+    INT32,
+    INT64,
+    INT8,
+    ProtocolError,
+    RECORDS,
+    Request,
+    ResponseFrame,
+    STRING,
+    Struct,
+    UnsupportedApiError,
+    decode_body,
+    decode_request,
+    decode_response,
+    encode_body,
+    encode_request,
+    encode_response,
+    iter_fields,
+    request_header_version,
+    response_header_version,
+    supported_api_versions,
+)
+
+__all__ = [
+    "ApiKey",
+    "ErrorCode",
+    "ProtocolError",
+    "UnsupportedApiError",
+    "Field",
+    "Array",
+    "Struct",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "BOOL",
+    "STRING",
+    "BYTES",
+    "RECORDS",
+    "ApiSpec",
+    "APIS",
+    "Request",
+    "ResponseFrame",
+    "supported_api_versions",
+    "request_header_version",
+    "response_header_version",
+    "decode_request",
+    "encode_request",
+    "decode_response",
+    "encode_response",
+    "decode_body",
+    "encode_body",
+    "iter_fields",
+]

@@ -1,0 +1,178 @@
+"""Finding the next valid batch after corruption: one resync scanner for every reader.
+
+After a corrupt or truncated entry, a reader that wants to go on (``verify``, ``salvage``, the
+dump's ``--skip-record-metadata``-free walk, Spark's corruption skipping) looks for the next
+byte position where a whole, CRC-valid batch starts. Candidates are found with one regular
+expression over a chunk (the plausible 17-byte prefix of a v0/v1/v2 entry), and each is then
+framed and validated through :class:`~kafkalog.file_records.FileRecords`.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .record import LOG_OVERHEAD, MAGIC_V2, RecordBatch
+from .recordbatch import RECORD_BATCH_OVERHEAD
+from .records import MIN_ENTRY_SIZE_FIELD
+
+#: Largest batch a resync after corruption accepts as a candidate.
+DEFAULT_MAX_RESYNC_BATCH = 64 << 20
+_CHUNK = 1 << 20
+
+# A plausible entry start: a non-negative offset, a size field that is non-negative and not
+# below 14 (the smallest v0 message), and either magic 2 with the high byte of the attributes 0
+# and a non-negative lastOffsetDelta, or magic 0/1 with only attribute bits 0-3 set.
+_CANDIDATE = re.compile(
+    rb"(?=[\x00-\x7f].{7}(?!\x00\x00\x00[\x00-\x0d])[\x00-\x7f].{7}(?:\x02.{4}\x00.[\x00-\x7f]|[\x00\x01][\x00-\x0f]))",
+    re.DOTALL,
+)
+#: Bytes a candidate's pattern looks at (up to the high byte of a v2 lastOffsetDelta); every
+#: real entry is longer (26 bytes at least).
+_CANDIDATE_SPAN = 24
+# A run of one repeated byte. A candidate inside it would have an offset like 0x0101010101010101
+# (no log gets there) or, for zeros, a size of 0: candidates starting in a run are skipped, and
+# inside a run of zeros every candidate whose size field lies in it.
+_RUN = re.compile(rb"(.)\1{63,}", re.DOTALL)
+_OFFSET_SIZE = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+# partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp,
+# producerId, producerEpoch, baseSequence, recordCount: bytes 12..60 of a v2 batch.
+_V2_HEADER = struct.Struct(">ibIhiqqqhii")
+assert _V2_HEADER.size == 49
+_V2_OVERHEAD = RECORD_BATCH_OVERHEAD
+
+
+def _plausible_batch(
+    fr: FileRecords, pos: int, head: bytes, end: int, min_offset: int | None, max_offset: int | None, max_size: int
+) -> RecordBatch | None:
+    """The valid batch starting at ``pos`` (whose first bytes are ``head``), or None.
+
+    Header fields are checked before the CRC, so that bytes which only look like a batch at
+    the framing level rarely cost a CRC over their declared size."""
+    if len(head) < _V2_OVERHEAD:
+        head = fr.read(pos - fr.start, _V2_OVERHEAD)
+        if len(head) < MIN_ENTRY_SIZE_FIELD + LOG_OVERHEAD:
+            return None
+    offset, size = _OFFSET_SIZE.unpack_from(head, 0)
+    magic = head[16]
+    total = size + LOG_OVERHEAD
+    if size < MIN_ENTRY_SIZE_FIELD or total > max_size or pos + total > end:
+        return None
+    if magic == MAGIC_V2:
+        if total < _V2_OVERHEAD or len(head) < _V2_OVERHEAD:
+            return None
+        (epoch, _, _, attributes, delta, _, max_ts, pid, producer_epoch, sequence, count) = _V2_HEADER.unpack_from(head, 12)
+        if (
+            attributes & ~0x7F
+            or attributes & 0x07 > 4
+            or min(epoch, max_ts, pid, producer_epoch, sequence) < -1
+            or delta < 0
+            or count < 0
+            or (count and delta < count - 1)
+            or (attributes & 0x07 == 0 and count * 7 > size - 49)
+        ):
+            return None
+        first, last = offset, offset + delta
+    else:
+        # The key and value lengths must fill the message exactly.
+        at = 18 if magic == 0 else 26
+        if head[17] & 0x07 > 3 or total < at + 8:
+            return None
+        (key_len,) = _INT32.unpack_from(fr.read(pos + at - fr.start, 4), 0)
+        if key_len < -1 or at + 4 + max(key_len, 0) + 4 > total:
+            return None
+        value_at = at + 4 + max(key_len, 0)
+        (value_len,) = _INT32.unpack_from(fr.read(pos + value_at - fr.start, 4), 0)
+        if value_at + 4 + max(value_len, 0) != total or value_len < -1:
+            return None
+        first = last = offset  # a v0/v1 entry's offset is its (last) offset
+    if (min_offset is not None and first < min_offset) or (max_offset is not None and last > max_offset):
+        return None
+    try:
+        batch = next(fr.slice(pos, total).batches(), None)
+        if batch is None:
+            return None
+        batch.ensure_valid()
+    except KafkalogError:
+        return None
+    return batch
+
+
+def next_valid_batch(
+    fr: FileRecords,
+    start: int,
+    end: int | None = None,
+    *,
+    min_offset: int | None = None,
+    max_offset: int | None = None,
+    max_batch_size: int = DEFAULT_MAX_RESYNC_BATCH,
+) -> RecordBatch | None:
+    """The first whole, valid batch starting at or after byte ``start`` of ``fr``: the next
+    plausible entry start (offset, size and magic agree, found by one regular-expression scan
+    of the bytes), then its size against the file, its offsets against the bounds, and last
+    its CRC and header (``ensure_valid``).
+
+    The cost per byte is bounded: runs of one repeated byte (zeros of a preallocated tail)
+    are skipped whole, a candidate must pass the cheap checks before its CRC is computed, and
+    nothing is read beyond the file (a candidate's size is checked against what is left before
+    anything is allocated).
+
+    Args:
+        fr: the file (positions are file positions).
+        start, end: the byte range to search (``end`` defaults to the end of ``fr``).
+        min_offset, max_offset: the batch's first offset (v2; a v0/v1 message's own offset)
+            must be >= ``min_offset`` and its last offset <= ``max_offset``.
+        max_batch_size: larger candidates are not considered.
+
+    Returns:
+        The batch (``batch.position`` is where it starts), or None.
+    """
+    end = fr.end if end is None else min(end, fr.end)
+    pos = max(start, fr.start)
+    while pos <= end - _CANDIDATE_SPAN:
+        chunk = fr.read(pos - fr.start, min(_CHUNK, end - pos))
+        usable = len(chunk) - _CANDIDATE_SPAN + 1  # the pattern sees a candidate's first 24 bytes
+        if usable <= 0:
+            break
+        spans: list[tuple[int, int]] = []
+        lo = 0
+        for run in _RUN.finditer(chunk):
+            if run.group(1) == b"\x00":
+                skip_from, skip_to = run.start() - 8, run.end() - 11
+            else:
+                skip_from, skip_to = run.start(), run.end() - _CANDIDATE_SPAN + 1
+            if skip_to > skip_from:
+                spans.append((lo, max(lo, skip_from)))
+                lo = max(lo, skip_to)
+        spans.append((lo, usable))
+        for lo, hi in spans:
+            at = lo
+            while at < hi:
+                m = _CANDIDATE.search(chunk, at, min(len(chunk), hi + _CANDIDATE_SPAN - 1))
+                if m is None or m.start() >= hi:
+                    break
+                cand = m.start()
+                batch = _plausible_batch(
+                    fr, pos + cand, chunk[cand : cand + _V2_OVERHEAD], end, min_offset, max_offset, max_batch_size
+                )
+                if batch is not None:
+                    return batch
+                at = cand + 1
+        pos += usable
+    return None
+
+
+def all_zero(fr: FileRecords, start: int, end: int) -> bool:
+    """Whether bytes ``[start, end)`` of the file are all zero (read in 1 MiB chunks)."""
+    pos = start
+    while pos < end:
+        chunk = fr.read(pos - fr.start, min(_CHUNK, end - pos))
+        if not chunk:
+            return True
+        if chunk.count(0) != len(chunk):
+            return False
+        pos += len(chunk)
+    return True

@@ -1,0 +1,381 @@
+"""The ``kafkalog`` command line: argument parsing and dispatch."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+from ..cleaner import DEFAULT_DEDUPE_BUFFER_SIZE
+from ._commands import _Tool, _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
+from ._compact import _run_compact
+from ._demo import _run_demo
+from ._dump import _Dump
+from ._dump_output import _JsonOutput, _TextOutput
+from ._jvm import _CODEC_NAMES
+from ._decoders import _Datum, _DecoderParser, _NEW_DECODER_PACKAGE, _OLD_DECODER_PACKAGE, _OffsetsParser, _SHORTHAND_DECODERS, _TransactionLogParser, _decoder_for_class
+from ._dump import _Options
+from ._jvm import _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
+
+#: The subcommands ``python -m kafkalog`` hands over to this package.
+SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo")
+
+# ------------------------------------------------------------------------------------------------
+# Command line
+
+
+def _size(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= _INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {_INT32_MAX}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkalog", description="Kafka's log tools, in Python.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    dump = sub.add_parser(
+        "dump",
+        help="dump log segments, indexes and snapshots as Kafka's kafka-dump-log.sh does",
+        description=(
+            "This tool helps to parse a log file and dump its contents to the console, useful for "
+            "debugging a seemingly corrupt log segment. Output is Kafka's DumpLogSegments' (3.8)."
+        ),
+    )
+    dump.add_argument(
+        "--files",
+        action="append",
+        required=True,
+        metavar="FILE1,FILE2,...",
+        help="REQUIRED: the comma separated list of data and index log files to be dumped (repeatable)",
+    )
+    dump.add_argument("--deep-iteration", action="store_true", help="decode every record, not only batch headers")
+    dump.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print the records' keys and values (implies --deep-iteration; set by any decoder option)",
+    )
+    dump.add_argument("--verify-index-only", action="store_true", help="verify indexes without printing their entries")
+    dump.add_argument(
+        "--index-sanity-check",
+        action="store_true",
+        help="only run the sanity check a broker runs at startup to decide whether to rebuild an index",
+    )
+    dump.add_argument("--skip-record-metadata", action="store_true", help="do not print each record's metadata")
+    dump.add_argument(
+        "--max-message-size",
+        type=_size,
+        default=_DEFAULT_MAX_MESSAGE_SIZE,
+        metavar="SIZE",
+        help="size of the largest batch (default 5242880); also the largest batch a resync after corruption accepts",
+    )
+    dump.add_argument(
+        "--max-bytes",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="read at most this many bytes of each .log file (default: all of it)",
+    )
+    default_class = _NEW_DECODER_PACKAGE + "StringDecoder"
+    for side in ("key", "value"):
+        dump.add_argument(
+            f"--{side}-decoder-class",
+            nargs="?",
+            const=default_class,
+            metavar="CLASS",
+            help=f"Kafka's decoder class for {side}s: (org.apache.kafka.tools.api. or kafka.serializer.)"
+            "StringDecoder, IntegerDecoder, LongDecoder or DefaultDecoder (shown as hex)",
+        )
+        dump.add_argument(
+            f"--{side}-decoder",
+            choices=sorted(_SHORTHAND_DECODERS),
+            help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log)",
+        )
+    dump.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="parse records as __consumer_offsets offset commits and group metadata",
+    )
+    dump.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="parse records as __transaction_state transaction metadata",
+    )
+    dump.add_argument("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
+    dump.add_argument(
+        "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
+    )
+    _add_tool_commands(sub)
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
+    if args.cluster_metadata_decoder:
+        parser.error("--cluster-metadata-decoder (KRaft metadata records) is not supported by kafkalog")
+    deprecations: list[tuple[str, str]] = []
+    decoders: dict[str, Callable[[bytes], _Datum] | None] = {}
+    # Kafka builds the value decoder first, then the key decoder (deprecation notes follow suit).
+    for side in ("value", "key"):
+        class_name = getattr(args, f"{side}_decoder_class")
+        shorthand = getattr(args, f"{side}_decoder")
+        if class_name is not None and shorthand is not None:
+            parser.error(f"--{side}-decoder-class and --{side}-decoder cannot be used together")
+        if shorthand is not None:
+            decoders[side] = _SHORTHAND_DECODERS[shorthand]
+            continue
+        class_name = class_name or _NEW_DECODER_PACKAGE + "StringDecoder"
+        try:
+            decoders[side] = _decoder_for_class(class_name)
+        except ValueError:
+            parser.error(
+                f"unknown decoder class {class_name}: kafkalog knows StringDecoder, IntegerDecoder, LongDecoder and "
+                f"DefaultDecoder of {_NEW_DECODER_PACKAGE.rstrip('.')} (or the deprecated kafka.serializer)"
+            )
+        if class_name.startswith(_OLD_DECODER_PACKAGE):
+            deprecations.append((class_name, _NEW_DECODER_PACKAGE + class_name[len(_OLD_DECODER_PACKAGE) :]))
+    parser_obj: object
+    if args.offsets_decoder:
+        parser_obj, deprecations = _OffsetsParser(), []
+    elif args.transaction_log_decoder:
+        parser_obj, deprecations = _TransactionLogParser(), []
+    else:
+        parser_obj = _DecoderParser(decoders["key"], decoders["value"])
+    # Kafka: any decoder option implies --print-data-log, which implies --deep-iteration.
+    decoder_options = [f"{side}_decoder{kind}" for side in ("key", "value") for kind in ("", "_class")]
+    print_data = (
+        args.print_data_log
+        or args.offsets_decoder
+        or args.transaction_log_decoder
+        or any(getattr(args, name) is not None for name in decoder_options)
+    )
+    files = [f for group in args.files for f in group.split(",") if f]
+    if not files:
+        parser.error("--files names no file")
+    return _Options(
+        files=files,
+        deep=args.deep_iteration or print_data,
+        print_data=print_data,
+        verify_only=args.verify_index_only,
+        sanity_only=args.index_sanity_check,
+        skip_metadata=args.skip_record_metadata,
+        max_message_size=args.max_message_size,
+        # Kafka reports trailing bytes only when --max-bytes is left at Integer.MAX_VALUE.
+        max_bytes=None if args.max_bytes == _INT32_MAX else args.max_bytes,
+        parser=parser_obj,
+        deprecations=deprecations,
+    )
+
+
+def _utf8(stream: IO[str]) -> tuple[IO[str], bool]:
+    """``stream``, or a UTF-8 writer over its buffer when its encoding is another (Kafka writes
+    UTF-8 on any sane JVM); and whether it was wrapped (and must be detached after use)."""
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    buffer = getattr(stream, "buffer", None)
+    if encoding == "utf8" or buffer is None:
+        return stream, False
+    stream.flush()
+    return io.TextIOWrapper(buffer, encoding="utf-8", errors="replace", newline="\n", write_through=True), True
+
+
+def _interval(text: str) -> int:
+    return _size(text)
+
+
+def _dedupe_size(text: str) -> int:
+    value = _size(text)
+    if value < 2 * 24:
+        raise argparse.ArgumentTypeError(f"{text} is too small: the offset map needs room for two 24-byte slots")
+    return value
+
+
+def _add_tool_commands(sub) -> None:
+    """The operator tools' subcommands (beside ``dump``)."""
+    verify = sub.add_parser(
+        "verify",
+        help="check log files, partition or log directories (read-only fsck)",
+        description=(
+            "Check every batch (CRC, framing, offsets), every index entry against the log, the time and "
+            "transaction indexes, producer snapshots, checkpoint files and leftover files; read-only. Exit "
+            "status 1 when an error is found."
+        ),
+    )
+    verify.add_argument("paths", nargs="+", metavar="PATH", help="a .log (or index) file, a partition directory or a log directory")
+    verify.add_argument("--deep", action="store_true", help="also decode every record")
+    verify.add_argument("--warnings", action="store_true", help="list warnings too (they are counted either way)")
+    verify.add_argument("--strict", action="store_true", help="treat warnings as errors (listed, exit status 1)")
+    verify.add_argument("--quiet", action="store_true", help="no segment table, only problems and the summary")
+    verify.add_argument("--json", action="store_true", help="one JSON report per PATH (documented in docs/cli.md)")
+
+    salvage = sub.add_parser(
+        "salvage",
+        help="copy every valid batch out of a damaged segment",
+        description=(
+            "Copy the valid batches of SRC to DST, resynchronising after each corrupt region on the next batch "
+            "whose offsets, size, magic and CRC agree; report the regions skipped. SRC is only read."
+        ),
+    )
+    salvage.add_argument("src", metavar="SRC", help="the damaged .log")
+    salvage.add_argument("dst", metavar="DST", help="the output .log, or a directory to write it into")
+    salvage.add_argument("--force", action="store_true", help="replace DST if it exists")
+    salvage.add_argument("--no-indexes", action="store_true", help="do not write .index/.timeindex/.txnindex beside DST")
+    salvage.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the indexes written (4096)")
+    salvage.add_argument("--json", action="store_true", help="a JSON report")
+
+    rebuild = sub.add_parser(
+        "rebuild-index",
+        help="regenerate .index/.timeindex/.txnindex from the log",
+        description="Rebuild the indexes of segments from their logs by Kafka's rule; the .log files are not touched.",
+    )
+    rebuild.add_argument("paths", nargs="+", metavar="PATH", help="a segment file, a partition directory or a log directory")
+    rebuild.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="the topic's index.interval.bytes (4096)")
+    rebuild.add_argument("--dry-run", action="store_true", help="only say which index files would change")
+    rebuild.add_argument("--json", action="store_true", help="one JSON object per segment")
+
+    retention = sub.add_parser(
+        "retention",
+        help="show (or apply) what retention deletes, and why",
+        description=(
+            "Apply Kafka's retention (log start offset, retention.bytes, retention.ms) to a partition directory "
+            "(or every partition of a log directory). The topic's settings come only from --config."
+        ),
+    )
+    retention.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
+    retention.add_argument("--dry-run", action="store_true", help="only report (read-only: nothing is opened for writing)")
+    retention.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. retention.ms=86400000 (repeatable)")
+    retention.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
+    retention.add_argument("--json", action="store_true", help="one JSON object per partition")
+
+    convert = sub.add_parser(
+        "convert",
+        help="rewrite a segment or partition directory in another message format or codec",
+        description=(
+            "Rewrite SRC (a .log or a partition directory) into DST with the given magic and codec, keeping every "
+            "record's offset, timestamp, key, value and headers; refuses what the target cannot hold."
+        ),
+    )
+    convert.add_argument("src", metavar="SRC", help="a .log or a partition directory")
+    convert.add_argument("dst", metavar="DST", help="the output .log or directory")
+    convert.add_argument("--magic", type=int, choices=(0, 1, 2), default=2, help="the target message format (2)")
+    convert.add_argument("--compression", choices=_CODEC_NAMES, default="none", help="the target codec (none)")
+    convert.add_argument("--compression-level", type=int, default=None, metavar="N", help="the codec's level (its default)")
+    convert.add_argument("--drop-timestamps", action="store_true", help="allow magic 0 output of records with timestamps")
+    convert.add_argument("--drop-producer-state", action="store_true", help="allow v0/v1 output of idempotent producers' batches")
+    convert.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the output (4096)")
+    convert.add_argument("--force", action="store_true", help="replace existing output segments")
+    convert.add_argument("--json", action="store_true", help="a JSON report")
+
+    stat_cmd = sub.add_parser(
+        "stat",
+        help="summarise segments: offsets, times, sizes, codecs, records, tombstones, producers",
+        description="Describe the segments of a file, partition directory or log directory (read-only).",
+    )
+    stat_cmd.add_argument("paths", nargs="+", metavar="PATH", help="a .log file, a partition directory or a log directory")
+    stat_cmd.add_argument("--shallow", action="store_true", help="read batch headers only (no tombstone count)")
+    stat_cmd.add_argument("--json", action="store_true", help="one JSON object per PATH")
+    compact = sub.add_parser(
+        "compact",
+        help="show (or do) what compaction removes, per segment, reason and key",
+        description=(
+            "Compact a partition directory (or every partition of a log directory) with Kafka's log cleaner: keep the "
+            "latest record of each key, drop records without a key, aborted transactions' data, and tombstones and "
+            "markers past their delete horizon. cleanup.policy=compact is implied; the other topic settings come only "
+            "from --config. Kafka never cleans the active segment (--roll closes it first)."
+        ),
+    )
+    compact.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
+    compact.add_argument(
+        "--dry-run", action="store_true",
+        help="decide and count everything in one pass; write no segment and no cleaner checkpoint (a log whose "
+        "opening would change a segment, by recovery or an interrupted swap, is refused)",
+    )  # fmt: skip
+    compact.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. delete.retention.ms=0 (repeatable)")
+    compact.add_argument(
+        "--now-ms", "--now", dest="now", type=int, default=None, metavar="MS",
+        help="the cleaner's clock in epoch milliseconds, for delete horizons and compaction lags (default: the clock)",
+    )  # fmt: skip
+    compact.add_argument("--keys", type=_interval, default=0, metavar="N", help="count removals per key and list the N keys with the most")
+    compact.add_argument("--roll", action="store_true", help="roll the active segment first, so all of the log is cleanable")
+    compact.add_argument(
+        "--dedupe-buffer-size", type=_dedupe_size, default=DEFAULT_DEDUPE_BUFFER_SIZE, metavar="BYTES",
+        help="the offset map's memory, 24 bytes a key (Kafka's log.cleaner.dedupe.buffer.size, 134217728)",
+    )  # fmt: skip
+    compact.add_argument("--json", action="store_true", help="one JSON object per partition")
+
+    demo = sub.add_parser(
+        "demo",
+        help="build a sample partition with every format and codec, compact, verify and dump it",
+        description=(
+            "Write a sample partition (every magic x codec, keyed records with repeats, a tombstone, a transaction) "
+            "through Log, summarise it, compact it with LogCleaner, verify it and dump a slice of it."
+        ),
+    )
+    demo.add_argument("dir", nargs="?", metavar="DIR", help="the log directory to write DIR/sample-0 in, kept (default: a temporary one, removed)")
+    for p in (verify, salvage, rebuild, retention, convert, stat_cmd, compact, demo):
+        p.set_defaults(_parser=p)
+
+
+def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    tool = _Tool(args.command, args, out, err)
+    try:
+        if args.command == "verify":
+            _run_verify(tool)
+        elif args.command == "stat":
+            _run_stat(tool)
+        elif args.command == "salvage":
+            _run_salvage(tool)
+        elif args.command == "rebuild-index":
+            _run_rebuild(tool)
+        elif args.command == "retention":
+            _run_retention(tool, args._parser)
+        elif args.command == "convert":
+            _run_convert(tool)
+        elif args.command == "compact":
+            _run_compact(tool, args._parser)
+        elif args.command == "demo":
+            _run_demo(tool)
+    except SystemExit as e:  # a usage error found after parsing (--config)
+        return e.code if isinstance(e.code, int) else 2
+    return tool.status
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
+    ``convert``, ``stat``, ``compact``, ``demo``); return the exit status.
+
+    Args:
+        argv: the arguments after the program name, starting with the subcommand.
+        stdout, stderr: where to write (default: the process's streams).
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        options = _options(parser, args) if args.command == "dump" else None
+    except SystemExit as e:  # usage errors (2) and --help (0)
+        return e.code if isinstance(e.code, int) else 2
+    out_stream, out_wrapped = _utf8(stdout or sys.stdout)
+    err_stream, err_wrapped = _utf8(stderr or sys.stderr)
+    try:
+        if options is None:
+            return _run_tool(args, out_stream, err_stream)
+        output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
+        return _Dump(options, output).run()  # type: ignore[arg-type]
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        finally:
+            os.close(devnull)
+        return 1
+    finally:
+        for stream, wrapped in ((out_stream, out_wrapped), (err_stream, err_wrapped)):
+            if wrapped:
+                try:
+                    stream.flush()
+                except OSError:
+                    pass
+                stream.detach()  # type: ignore[attr-defined]  # leave the process's stream open

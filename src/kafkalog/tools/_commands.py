@@ -1,0 +1,485 @@
+"""The operator tools: verify, salvage, rebuild-index, retention, convert, stat."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+from ..config import LogConfig
+from ._convert import RebuildReport, convert_path, rebuild_path
+from ..errors import KafkalogError
+from ..log import Log
+from ._salvage import salvage_segment
+from ._verify_report import Problem as VerifyProblem
+from ._verify_report import SegmentReport as VerifySegmentReport
+from ..filenames import find_partition_dirs, segment_logs
+from ..retention import plan_partition_retention
+from ._verify import total_log_bytes, verify_path
+from ._jvm import _CODEC_NAMES
+
+# ------------------------------------------------------------------------------------------------
+# The operator tools: verify, salvage, rebuild-index, retention, convert, stat
+#
+# Thin adapters: parse the arguments, call the library (kafkalog.verify, .salvage, .convert,
+# .log), render text or JSON, and turn a KafkalogError or OSError into one line on stderr and
+# exit status 1. Long operations draw a progress line on stderr when it is a terminal.
+
+
+class _ProgressBar:
+    """``label [#####.....]  45%  120.0/270.0 MB`` redrawn on stderr at most ten times a
+    second, only when stderr is a terminal; a callable taking byte counts (the library's
+    ``progress`` callbacks). Cleared by :meth:`close`."""
+
+    _WIDTH = 30
+
+    def __init__(self, stream: IO[str], total: int, label: str) -> None:
+        isatty = getattr(stream, "isatty", None)
+        self._on = total > 0 and callable(isatty) and bool(isatty())
+        self._stream = stream
+        self._total = total
+        self._label = label
+        self._done = 0
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, n: int) -> None:
+        self._done += n
+        if not self._on:
+            return
+        now = time.monotonic()
+        if now - self._last >= 0.1:
+            self._last = now
+            self._draw()
+
+    def _draw(self) -> None:
+        frac = min(1.0, self._done / self._total)
+        filled = int(frac * self._WIDTH)
+        bar = "#" * filled + "." * (self._WIDTH - filled)
+        line = f"\r{self._label} [{bar}] {frac * 100:5.1f}%  {_human(self._done)}/{_human(self._total)}"
+        self._stream.write(line)
+        self._stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self._stream.write("\r" + " " * (len(self._label) + self._WIDTH + 40) + "\r")
+            self._stream.flush()
+            self._drawn = False
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return f"{n} B"  # pragma: no cover
+
+
+def _ts(ms: int | None) -> str:
+    """An epoch-millisecond timestamp in ISO 8601 UTC (or ``-``)."""
+    if ms is None:
+        return "-"
+    try:
+        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    """Rows as aligned text columns (``right``: the columns aligned right)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _display(path: str, root: str) -> str:
+    """``path`` relative to what the user named (a directory, or a file's directory)."""
+    base = root if os.path.isdir(root) else os.path.dirname(root) or "."
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _os_message(e: OSError) -> str:
+    if e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    return str(e)
+
+
+class _Tool:
+    """The shared plumbing of one tool run: streams, error lines, the exit status."""
+
+    def __init__(self, name: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
+        self.name = name
+        self.args = args
+        self.out = out
+        self.err = err
+        self.status = 0
+
+    def print(self, line: str = "") -> None:
+        self.out.write(line + "\n")
+
+    def json(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+
+    def fail(self, message: str) -> None:
+        self.err.write(f"kafkalog {self.name}: {message}\n")
+        self.err.flush()
+        self.status = 1
+
+    def guarded(self, action: Callable[[], None]) -> None:
+        """Run ``action``; a library or OS error becomes one line on stderr and status 1."""
+        try:
+            action()
+        except KafkalogError as e:
+            self.fail(str(e))
+        except OSError as e:
+            self.fail(_os_message(e))
+
+    def progress(self, total: int, label: str) -> _ProgressBar:
+        return _ProgressBar(self.err, total, label)
+
+
+def _problem_lines(problems: Sequence[VerifyProblem], root: str) -> list[str]:
+    return [
+        f"{p.severity:<7}  {_display(p.path, root)}"
+        + ("" if p.position is None else f" @{p.position}")
+        + f"  {p.kind}  {p.message}"
+        for p in problems
+    ]
+
+
+def _run_verify(tool: _Tool) -> None:
+    a = tool.args
+    for path in a.paths:
+
+        def one(path: str = path) -> None:
+            bar = tool.progress(total_log_bytes(path), "verify")
+            try:
+                report = verify_path(path, deep=a.deep, progress=bar)
+            finally:
+                bar.close()
+            bad = not report.ok or (a.strict and report.warnings > 0)
+            if bad:
+                tool.status = 1
+            if a.json:
+                tool.json(report.to_dict())
+                return
+            if report.segments and not a.quiet:
+                rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
+                for s in report.segments:
+                    errors = sum(1 for p in s.problems if p.severity == "error")
+                    warnings = len(s.problems) - errors
+                    status = "ok" if not s.problems else ", ".join(
+                        part for part in (
+                            f"{errors} error{'s' * (errors != 1)}" if errors else "",
+                            f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
+                        ) if part
+                    )
+                    offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
+                    rows.append([
+                        _display(s.path, path), str(s.batches), str(s.records), offsets, str(s.size),
+                        str(s.valid_bytes), status,
+                    ])
+                for line in _table(rows, {1, 2, 4, 5}):
+                    tool.print(line)
+            problems = [p for p in report.problems if a.warnings or p.severity == "error" or a.strict]
+            if problems:
+                if report.segments and not a.quiet:
+                    tool.print()
+                for line in _problem_lines(problems, path):
+                    tool.print(line)
+            hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
+            tool.print(
+                f"{path}: {'OK' if not bad else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
+                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings{hidden}"
+            )
+
+        tool.guarded(one)
+
+
+def _run_stat(tool: _Tool) -> None:
+    a = tool.args
+    for path in a.paths:
+
+        def one(path: str = path) -> None:
+            bar = tool.progress(total_log_bytes(path), "stat")
+            try:
+                report = verify_path(path, deep=not a.shallow, progress=bar)
+            finally:
+                bar.close()
+            if not report.segments:
+                raise KafkalogError("no log segments to describe", file=path)
+            if not report.ok:
+                tool.fail(
+                    f"{path}: {report.errors} problems found; the figures cover the valid data only "
+                    f"(kafkalog verify {path} lists them)"
+                )
+            if a.json:
+                out = report.to_dict()
+                out["totals"] = _stat_totals(report.segments, not a.shallow)
+                tool.json(out)
+                return
+            rows = [[
+                "segment", "offsets", "records", "tombstones", "batches", "bytes", "first timestamp",
+                "last timestamp", "magic", "codecs", "producers",
+            ]]
+            for s in report.segments:
+                rows.append(_stat_row(_display(s.path, path), s.first_offset, s.last_offset, s.records, s.tombstones,
+                                      s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
+                                      len(s.producer_ids)))
+            totals = _stat_totals(report.segments, not a.shallow)
+            rows.append(_stat_row(
+                "total", totals["first_offset"], totals["last_offset"], totals["records"], totals["tombstones"],
+                totals["batches"], totals["bytes"], totals["min_timestamp"], totals["max_timestamp"],
+                tuple(totals["magics"]), tuple(totals["codecs"]), totals["producers"],
+            ))
+            for line in _table(rows, {2, 3, 4, 5, 10}):
+                tool.print(line)
+            for p in report.partitions:
+                tool.print(
+                    f"partition {p.topic}-{p.partition}: {p.segments} segments, log start offset {p.log_start_offset}, "
+                    f"log end offset {p.log_end_offset}, {p.size} bytes"
+                )
+
+        tool.guarded(one)
+
+
+def _stat_row(name, first, last, records, tombstones, batches, size, lo, hi, magics, codecs, producers) -> list[str]:
+    return [
+        name,
+        "-" if first is None else f"{first}..{last}",
+        str(records),
+        "-" if tombstones is None else str(tombstones),
+        str(batches),
+        str(size),
+        _ts(lo),
+        _ts(hi),
+        ",".join(map(str, magics)) or "-",
+        ",".join(codecs) or "-",
+        str(producers),
+    ]
+
+
+def _stat_totals(segments: Sequence[VerifySegmentReport], deep: bool) -> dict:
+    firsts = [s.first_offset for s in segments if s.first_offset is not None]
+    lasts = [s.last_offset for s in segments if s.last_offset is not None]
+    los = [s.min_timestamp for s in segments if s.min_timestamp is not None]
+    his = [s.max_timestamp for s in segments if s.max_timestamp is not None]
+    codecs = {c for s in segments for c in s.codecs}
+    return {
+        "segments": len(segments),
+        "first_offset": min(firsts) if firsts else None,
+        "last_offset": max(lasts) if lasts else None,
+        "records": sum(s.records for s in segments),
+        "tombstones": sum(s.tombstones or 0 for s in segments) if deep else None,
+        "batches": sum(s.batches for s in segments),
+        "bytes": sum(s.size for s in segments),
+        "min_timestamp": min(los) if los else None,
+        "max_timestamp": max(his) if his else None,
+        "magics": sorted({m for s in segments for m in s.magics}),
+        "codecs": [c for c in _CODEC_NAMES if c in codecs],
+        "producers": len({p for s in segments for p in s.producer_ids}),
+        "control_batches": sum(s.control_batches for s in segments),
+        "transactional_batches": sum(s.transactional_batches for s in segments),
+    }
+
+
+def _run_salvage(tool: _Tool) -> None:
+    a = tool.args
+
+    def run() -> None:
+        size = os.path.getsize(a.src)
+        bar = tool.progress(size, "salvage")
+        try:
+            report = salvage_segment(
+                a.src, a.dst, progress=bar, write_indexes=not a.no_indexes,
+                index_interval_bytes=a.index_interval_bytes, overwrite=a.force,
+            )
+        finally:
+            bar.close()
+        if a.json:
+            tool.json(report.to_dict())
+            return
+        span = "" if report.first_offset is None else f", offsets {report.first_offset}..{report.last_offset}"
+        tool.print(
+            f"copied {report.kept_batches} batches ({report.kept_bytes} of {report.source_size} bytes{span}) "
+            f"from {report.source} to {report.destination}"
+        )
+        if report.skipped:
+            tool.print(f"skipped {len(report.skipped)} regions, {report.skipped_bytes} bytes:")
+            for r in report.skipped:
+                tool.print(f"  position {r.position}, {r.length} bytes: {r.reason}")
+        else:
+            tool.print("nothing skipped: every byte of the source is a valid batch")
+        if report.indexes is not None:
+            i = report.indexes
+            tool.print(
+                f"indexes written: {i.offset_entries} offset entries, {i.time_entries} time entries, "
+                f"{i.aborted_txns} aborted transactions"
+            )
+
+    tool.guarded(run)
+
+
+def _rebuild_line(r: RebuildReport, root: str) -> str:
+    changed = (
+        ("would rewrite " if r.dry_run else "rewrote ") + ", ".join(r.changed) if r.changed else "unchanged"
+    )
+    line = (
+        f"{_display(r.path, root)}: {r.batches} batches, {r.offset_entries} offset entries, {r.time_entries} time "
+        f"entries, {r.aborted_txns} aborted transactions; {changed}"
+    )
+    if r.stopped:
+        line += (
+            f"\n  warning: the indexes cover the first {r.valid_bytes} of {r.size} bytes: {r.stopped} "
+            f"(Kafka's recovery would truncate the rest; kafkalog salvage copies out what is valid)"
+        )
+    return line
+
+
+def _run_rebuild(tool: _Tool) -> None:
+    a = tool.args
+    for path in a.paths:
+
+        def one(path: str = path) -> None:
+            bar = tool.progress(total_log_bytes(path), "rebuild-index")
+            try:
+                reports = rebuild_path(path, index_interval_bytes=a.index_interval_bytes, dry_run=a.dry_run, progress=bar)
+            finally:
+                bar.close()
+            for r in reports:
+                if a.json:
+                    tool.json(r.to_dict())
+                else:
+                    tool.print(_rebuild_line(r, path))
+
+        tool.guarded(one)
+
+
+def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
+    known = LogConfig().to_properties()
+    props: dict[str, str] = {}
+    for item in tool.args.config or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            parser.error(f"--config takes KEY=VALUE (a Kafka topic property), not {item!r}")
+        if key not in known:
+            parser.error(f"--config {key}: not a topic property kafkalog knows ({', '.join(sorted(known))})")
+        props[key] = value.strip()
+    try:
+        return LogConfig.from_properties(props)
+    except KafkalogError as e:
+        parser.error(f"--config: {e}")
+    raise AssertionError  # pragma: no cover
+
+
+def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
+    a = tool.args
+    config = _config_from(tool, parser)
+    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+
+    def run() -> None:
+        path = Path(a.path)
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", a.path)
+        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
+        if not partitions:
+            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
+        for directory in partitions:
+            tool.guarded(lambda directory=directory: _retention_one(tool, directory, config, now))
+
+    tool.guarded(run)
+
+
+def _retention_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
+    a = tool.args
+    offline = plan_partition_retention(directory, config, now)  # what the files say, read-only
+    plan = offline.plan
+    if not a.dry_run and plan.deletions:
+        log = Log.open(directory, config)
+        try:
+            plan = log.delete_old_segments(now_ms=now)
+        finally:
+            log.close()  # runs the delayed file deletions now
+    doomed = {d.base_offset: d for d in plan.deletions}
+    if a.json:
+        tool.json({
+            "partition": str(directory),
+            "dryRun": a.dry_run,
+            "now": now,
+            "logStartOffset": offline.log_start_offset,
+            "logEndOffset": offline.log_end_offset,
+            "newLogStartOffset": plan.new_log_start_offset,
+            "needsRoll": plan.needs_roll,
+            "segments": [
+                {
+                    "file": s.path,
+                    "baseOffset": s.base_offset,
+                    "lastOffset": s.last_offset,
+                    "size": s.size,
+                    "largestTimestamp": s.largest_timestamp,
+                    "delete": s.base_offset in doomed,
+                    "reason": doomed[s.base_offset].reason if s.base_offset in doomed else None,
+                    "detail": doomed[s.base_offset].detail if s.base_offset in doomed else None,
+                }
+                for s in offline.segments
+            ],
+        })
+        return
+    tool.print(
+        f"{directory}: log start offset {offline.log_start_offset}, log end offset {offline.log_end_offset}, "
+        f"{len(offline.segments)} segments; retention.ms={config.retention_ms} retention.bytes={config.retention_bytes} "
+        f"cleanup.policy={','.join(config.cleanup_policy)}; now={now} ({_ts(now)})"
+    )
+    verb = "would delete" if a.dry_run else "deleted"
+    for s in offline.segments:
+        offsets = "empty" if s.last_offset is None else f"offsets {s.base_offset}..{s.last_offset}"
+        d = doomed.get(s.base_offset)
+        what = f"{verb:<12}" if d else f"{'keep':<12}"
+        why = f": {d.reason}: {d.detail}" if d else ""
+        tool.print(f"  {what} {Path(s.path).name} ({offsets}, {s.size} bytes, largest timestamp {_ts(s.largest_timestamp)}){why}")
+    if plan.deletions:
+        roll = "; the log rolls a new empty segment first (every segment goes)" if plan.needs_roll else ""
+        tool.print(f"  new log start offset: {plan.new_log_start_offset}{roll}")
+    else:
+        tool.print("  nothing to delete")
+
+
+def _run_convert(tool: _Tool) -> None:
+    a = tool.args
+
+    def run() -> None:
+        bar = tool.progress(total_log_bytes(a.src), "convert")
+        try:
+            report = convert_path(
+                a.src, a.dst, magic=a.magic, compression=a.compression, compression_level=a.compression_level,
+                drop_timestamps=a.drop_timestamps, drop_producer_state=a.drop_producer_state,
+                index_interval_bytes=a.index_interval_bytes, overwrite=a.force, progress=bar,
+            )
+        finally:
+            bar.close()
+        if a.json:
+            tool.json(report.to_dict())
+            return
+        segments = f" in {len(report.segments)} segments" if report.segments else ""
+        tool.print(
+            f"converted {report.batches_in} batches, {report.records} records{segments} ({report.bytes_in} bytes) "
+            f"to magic {report.magic} {report.compression}: {report.batches_out} batches, {report.bytes_out} bytes "
+            f"in {report.destination}"
+        )
+        for kind, n in sorted(report.dropped.items()):
+            tool.print(f"  dropped the {kind.replace('_', ' ')} of {n} batches")
+
+    tool.guarded(run)

@@ -1,0 +1,306 @@
+"""``kafkalog compact``: LogCleaner.clean over a partition directory (or each of a log directory)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from ..cleaner import REASONS, CleanerProgress, CleanerStats, LogCleaner, LogToClean, cleanable_offsets
+from ..config import LogConfig
+from ..errors import KafkalogError
+from ..log import Log
+from ..filenames import find_partition_dirs, segment_logs
+from ._verify import total_log_bytes, verify_path
+from ._commands import _ProgressBar, _Tool, _config_from, _table, _ts
+
+# ------------------------------------------------------------------------------------------------
+# compact: LogCleaner.clean over a partition directory (or each of a log directory)
+
+
+class _CleanerBars:
+    """Progress bars for a cleaning: one per phase of each pass (``compact map``, then
+    ``compact clean``), fed the cleaner's :class:`CleanerProgress` (cumulative byte counts)."""
+
+    def __init__(self, tool: _Tool) -> None:
+        self._tool = tool
+        self._bar: _ProgressBar | None = None
+        self._phase: tuple[str, int] | None = None
+        self._done = 0
+
+    def __call__(self, p: CleanerProgress) -> None:
+        if (p.phase, p.total) != self._phase or p.done < self._done:  # a new phase or pass
+            self.close()
+            self._bar = self._tool.progress(p.total, f"compact {p.log} {p.phase}")
+            self._phase, self._done = (p.phase, p.total), 0
+        assert self._bar is not None
+        self._bar(p.done - self._done)
+        self._done = p.done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        self._phase, self._done = None, 0
+
+
+class _LibraryWarnings(logging.Handler):
+    """Collects the library's warnings (``kafkalog.*`` loggers: a rebuilt index, a corrupt
+    checkpoint ignored) while it is entered, so a command reports them in its output instead of
+    Python's last-resort handler printing them on stderr."""
+
+    def __init__(self, sink: list[str] | None = None) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = [] if sink is None else sink
+        self._logger = logging.getLogger("kafkalog")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> list[str]:
+        self._logger.addHandler(self)
+        return self.messages
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+
+
+def _compact_config(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
+    """The topic settings from ``--config``, with ``cleanup.policy=compact`` implied: compacting
+    is what was asked. A policy given without compact contradicts the command (a usage error)."""
+    config = _config_from(tool, parser)
+    given = any(item.partition("=")[0].strip() == "cleanup.policy" for item in tool.args.config or [])
+    if not given:
+        return config.replace(cleanup_policy=("compact",))
+    if not config.compact:
+        parser.error(
+            f"--config cleanup.policy={','.join(config.cleanup_policy)} does not include compact: Kafka compacts only "
+            "topics whose cleanup.policy is compact (or compact,delete); leave it out (compact is implied) or add compact"
+        )
+    return config
+
+
+def _key_text(key: bytes) -> str | None:
+    """A key as text when it is printable UTF-8, else None."""
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
+
+
+def _key_label(key: bytes, width: int = 80) -> str:
+    """A key for a text line: itself when printable UTF-8, else escaped as a bytes literal's
+    body (``\\x00\\x01my-group...``); a long one keeps its start and its end."""
+    if not key:
+        return "(the empty key)"
+    text = _key_text(key)
+    if text is None:
+        text = repr(key)[2:-1]
+    if len(text) > width:
+        head = (width - 3) * 2 // 3
+        text = text[:head] + "..." + text[len(text) - (width - 3 - head) :]
+    return text
+
+
+def _top_keys(stats: CleanerStats, n: int) -> list[tuple[bytes, int]]:
+    """The ``n`` keys with the most records removed (ties by key bytes), from ``removed_by_key``."""
+    by_key = stats.removed_by_key or {}
+    return sorted(by_key.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def _segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+def _passes(stats: CleanerStats) -> list[int]:
+    """The pass each of ``stats.segments`` belongs to (each pass rewrites from the log start, so
+    a base offset that does not increase starts the next one)."""
+    passes, n, previous = [], 1, None
+    for s in stats.segments:
+        if previous is not None and s.base_offset <= previous:
+            n += 1
+        passes.append(n)
+        previous = s.base_offset
+    return passes
+
+
+def _compact_lines(stats: CleanerStats, keys: int) -> list[str]:
+    """The per-segment table, the totals and the top keys of one cleaning (text output)."""
+    multi = stats.rounds > 1
+    head = (["pass"] if multi else []) + ["segment", "records", "kept", *REASONS, "bytes", "kept bytes"]
+    rows = [head]
+    for n, s in zip(_passes(stats), stats.segments):
+        rows.append(
+            ([str(n)] if multi else [])
+            + [_segment_name(s.base_offset), str(s.records_read), str(s.records_kept)]
+            + [str(s.removed.get(r, 0)) for r in REASONS]
+            + [str(s.size), str(s.bytes_kept)]
+        )
+    rows.append(
+        ([""] if multi else [])
+        + ["total", str(sum(s.records_read for s in stats.segments)), str(sum(s.records_kept for s in stats.segments))]
+        + [str(stats.removed.get(r, 0)) for r in REASONS]
+        + [str(sum(s.size for s in stats.segments)), str(sum(s.bytes_kept for s in stats.segments))]
+    )
+    first_number = 2 if multi else 1
+    lines = ["  " + line for line in _table(rows, set(range(first_number, len(head))))]
+    removed = sum(stats.removed.values())
+    verb = "would remove" if stats.dry_run else "removed"
+    reasons = ", ".join(f"{stats.removed[r]} {r}" for r in REASONS if stats.removed.get(r))
+    if multi:
+        lines.append(
+            f"  {verb} {removed} records ({reasons or 'none'}) in {stats.rounds} passes; each pass rereads the log from "
+            f"its start: {stats.records_read} records ({stats.bytes_read} bytes) read, {stats.records_written} records "
+            f"({stats.bytes_written} bytes) written"
+        )
+    else:
+        lines.append(
+            f"  {verb} {removed} of {stats.records_read} records ({reasons or 'none'}); "
+            f"{stats.bytes_read - stats.bytes_written} of {stats.bytes_read} bytes"
+        )
+    if keys and stats.removed_by_key is not None:
+        top = _top_keys(stats, keys)
+        total = len(stats.removed_by_key)
+        if not top:
+            lines.append("  records removed per key: none")
+        else:
+            lines.append(f"  records removed per key (top {len(top)} of {total} key{'s' * (total != 1)}):")
+            width = max(len(str(c)) for _, c in top)
+            lines.extend(f"    {c:>{width}}  {_key_label(k)}" for k, c in top)
+    return lines
+
+
+def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
+    a = tool.args
+    if a.roll and a.dry_run:
+        parser.error("--roll changes the log (it starts a new active segment); it cannot be used with --dry-run")
+    config = _compact_config(tool, parser)
+    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+
+    def run() -> None:
+        path = Path(a.path)
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", a.path)
+        if not path.is_dir():
+            raise KafkalogError("compact takes a partition directory or a log directory, not a file", file=a.path)
+        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
+        if not partitions:
+            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
+        for directory in partitions:
+            tool.guarded(lambda directory=directory: _compact_one(tool, directory, config, now))
+
+    tool.guarded(run)
+
+
+def _refuse_changing_load(tool: _Tool, directory: Path) -> None:
+    """For a dry run: fail when opening the log would change its segments -- recovery truncating
+    damaged or torn data, or the load finishing (or discarding) an interrupted cleaner swap. The
+    check is read-only (:func:`verify_path`)."""
+    bar = tool.progress(total_log_bytes(directory), "compact check")
+    try:
+        report = verify_path(directory, progress=bar)
+    finally:
+        bar.close()
+    damaged = [s for s in report.segments if s.valid_bytes < s.size]
+    leftovers = [p for p in report.problems if p.kind == "leftover-file"]
+    if not damaged and not leftovers:
+        return
+    what = [f"truncate {s.size - s.valid_bytes} of the {s.size} bytes of {Path(s.path).name}" for s in damaged]
+    what += [f"finish or discard {Path(p.path).name}" for p in leftovers]
+    hint = "; kafkalog verify says what is damaged, kafkalog salvage copies out the valid batches" if damaged else ""
+    raise KafkalogError(
+        f"a dry run changes no segment, but opening this log would, as a broker's load does: {', '.join(what)}"
+        f"{hint}; compact without --dry-run recovers the log first",
+        file=str(directory),
+    )
+
+
+def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
+    a = tool.args
+    if a.dry_run:
+        _refuse_changing_load(tool, directory)
+    bars = _CleanerBars(tool)
+    cleaner = LogCleaner(dedupe_buffer_size=a.dedupe_buffer_size, clock=lambda: now, progress=bars)
+    with _LibraryWarnings() as warnings:
+        log = Log.open(directory, config)  # the lock, and recovery if unclean, as a broker's load
+    try:
+        loaded = log.load_stats
+        if a.roll and log.active_segment.size > 0:
+            log.roll()
+        first_dirty, uncleanable, _ = cleanable_offsets(log, log.cleaner_checkpoint, now)
+        ltc = LogToClean.of(log, first_dirty, uncleanable)
+        start, end, segments = log.log_start_offset, log.log_end_offset, len(log.segments)
+        active, lso = log.active_segment.base_offset, log.last_stable_offset
+        try:
+            with _LibraryWarnings(warnings):
+                stats = cleaner.clean(log, now_ms=now, dry_run=a.dry_run, count_keys=a.keys > 0)
+        finally:
+            bars.close()
+        checkpoint = log.cleaner_checkpoint
+    finally:
+        with _LibraryWarnings(warnings):
+            log.close()  # runs the delayed deletions of replaced segments now
+    complete = stats is None or stats.end_offset >= ltc.first_uncleanable_offset
+    recovery = {
+        "recovered_segments": loaded.recovered_segments,
+        "truncated_bytes": loaded.truncated_bytes,
+        "deleted_segments": loaded.deleted_segments,
+    }
+    if a.json:
+        out = {
+            "partition": str(directory),
+            "dry_run": a.dry_run,
+            "now": now,
+            "log_start_offset": start,
+            "log_end_offset": end,
+            "first_dirty_offset": ltc.first_dirty_offset,
+            "first_uncleanable_offset": ltc.first_uncleanable_offset,
+            "recovery": recovery,
+            "warnings": warnings,
+            "cleaned": stats is not None,
+            "complete": complete,
+            "cleaner_checkpoint": checkpoint,
+            "stats": None,
+            "top_keys": None,
+        }
+        if stats is not None:
+            d = stats.to_dict()
+            d.pop("removed_by_key", None)
+            out["stats"] = d
+            if a.keys:
+                out["top_keys"] = [
+                    {"key_hex": k.hex(), "key": _key_text(k), "removed": n} for k, n in _top_keys(stats, a.keys)
+                ]
+        tool.json(out)
+        return
+    tool.print(
+        f"{directory}: log [{start}, {end}), {segments} segments; cleanup.policy={','.join(config.cleanup_policy)} "
+        f"delete.retention.ms={config.delete_retention_ms} min.compaction.lag.ms={config.min_compaction_lag_ms}; "
+        f"now={now} ({_ts(now)})"
+    )
+    if loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments:
+        tool.print(
+            f"  opening recovered the log as a broker's load would (indexes rebuilt from the log): "
+            f"{loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted"
+        )
+    for message in warnings:
+        tool.print(f"  warning: {message}")
+    lag = " or the first segment within min.compaction.lag.ms" if config.min_compaction_lag_ms > 0 else ""
+    tool.print(
+        f"  dirty section [{ltc.first_dirty_offset}, {ltc.first_uncleanable_offset}), {ltc.cleanable_bytes} bytes "
+        f"(cleaning stops at the active segment, base offset {active}, or the last stable offset, {lso}{lag})"
+    )
+    if stats is None:
+        hint = "; --roll makes the active segment cleanable" if ltc.first_uncleanable_offset == active and active < end else ""
+        tool.print(f"  nothing to clean{hint}")
+        return
+    for line in _compact_lines(stats, a.keys):
+        tool.print(line)
+    if a.dry_run and not complete:
+        tool.print(
+            f"  the offset map ({a.dedupe_buffer_size} bytes) filled at offset {stats.end_offset}: a real run goes on in "
+            f"more passes up to {ltc.first_uncleanable_offset} (a larger --dedupe-buffer-size shows them in one)"
+        )
+    elif not a.dry_run:
+        tool.print(f"  cleaner-offset-checkpoint: {checkpoint}")

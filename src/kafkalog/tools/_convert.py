@@ -1,0 +1,654 @@
+"""Rewriting segments: rebuilding their indexes from the log, and converting them to another
+message format or codec.
+
+**rebuild-index** (:func:`rebuild_indexes`, :func:`rebuild_path`). A segment's ``.index``,
+``.timeindex`` and ``.txnindex`` are regenerated from its ``.log`` by the rule Kafka's
+``LogSegment.recover`` applies (see :mod:`kafkalog.segment`): before a batch is counted, if
+more than ``index.interval.bytes`` were read since the last entry, add the offset entry (batch
+last offset, batch position) and the time entry (largest timestamp so far, last offset of its
+batch); at the end one time entry for the largest timestamp; the ``.txnindex`` from the ABORT
+markers (:class:`~kafkalog.verify.TransactionTracker`). That is byte for byte what Kafka's
+recovery writes, and what an append of one batch at a time writes. The ``.log`` is never
+modified: the indexes cover its valid part and the report says where and why it ends. The new
+files are written under a ``.tmp`` suffix and renamed over the old ones.
+
+**convert** (:func:`convert_segment`, :func:`convert_path`). Every batch is decoded and written
+again with the target magic and codec, one output batch per input batch (plain v0/v1 output:
+one message per record), keeping each record's offset, timestamp, key, value and headers as the
+Record iterator reports them, and for v2 output the producer fields, the transaction and
+control flags, the leader epoch, the base timestamp and the delete horizon (an empty v2 batch,
+kept by the cleaner for its producer state, stays an empty header as Kafka writes it). The
+output is written through :class:`~kafkalog.segment.LogSegment`, so its indexes follow Kafka's
+rule, under a ``.tmp`` suffix renamed into place at the end. What the target cannot hold is
+refused with a :class:`ConversionError` naming the batch: headers, transactional or control
+batches and zstd before magic 2; producer ids and sequences before magic 2 unless
+``drop_producer_state``; timestamps in magic 0 unless ``drop_timestamps``. Leader epochs do not
+exist before magic 2: they are dropped, and counted.
+
+Neither tool takes the log directory's lock: both refuse to run while a kafkalog process holds
+it, and must not be run on a partition a broker has open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..checkpoint import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
+from ..compression import Compression, codec_for_id
+from ..config import LogConfig
+from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
+from ..file_records import FileRecords
+from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from ..index import OffsetIndex, TimeIndex, TransactionIndex
+from ..legacy import encode_message_set
+from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
+from ..recordbatch import encode_batch, encode_record
+from ..records import MemoryRecords
+from ..segment import LogSegment
+from ..filenames import find_partition_dirs, segment_logs
+from ._txn import TransactionTracker
+from ._verify_report import Progress, ProgressTicker
+
+_INT32_MAX = 2**31 - 1
+_TMP = ".tmp"
+_MIN_ENTRY = 26  # the smallest whole entry (a v0 message with null key and value)
+_SEGMENT_LOG = re.compile(r"^\d{20}\.log$")
+
+
+# ------------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
+    """Refuse to touch a partition whose log directory is locked by a running kafkalog ``Log``
+    (an ``flock`` on ``.lock``) or a Kafka broker (a POSIX lock on the same file).
+
+    Raises:
+        KafkalogError: the log directory is in use.
+    """
+    lock = Path(partition_dir).resolve().parent / ".lock"
+    if not lock.exists():
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: nothing to test
+        return
+    fd = os.open(lock, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for take, release in (
+            (lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
+            (lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.lockf(fd, fcntl.LOCK_UN)),
+        ):
+            try:
+                take()
+            except OSError:
+                raise KafkalogError(
+                    "the log directory is in use (its .lock is held by a broker or a kafkalog process); stop it first",
+                    file=str(lock.parent),
+                ) from None
+            release()
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    if os.name == "nt":
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _base_offset(path: Path) -> int:
+    prefix = path.name.split(".", 1)[0]
+    if not (prefix.isdigit() and len(prefix) == 20):
+        raise KafkalogError("a segment file is named after its base offset (<20 digits>.log)", file=str(path))
+    return int(prefix)
+
+
+def _index_path(log_path: Path, suffix: str) -> Path:
+    name = log_path.name
+    return log_path.with_name(name[: name.index(LOG_SUFFIX)] + suffix + name[name.index(LOG_SUFFIX) + len(LOG_SUFFIX) :])
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    """Whether two files hold the same bytes (a missing file equals an empty one)."""
+    sa = a.stat().st_size if a.exists() else 0
+    sb = b.stat().st_size if b.exists() else 0
+    if sa != sb:
+        return False
+    if sa == 0:
+        return True
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+# ------------------------------------------------------------------------------------------------
+# rebuild-index
+
+
+@dataclass
+class RebuildReport:
+    """What :func:`rebuild_indexes` did for one segment.
+
+    Attributes:
+        path: the ``.log``.
+        batches, valid_bytes, size: batches indexed, the bytes they span, the file's size.
+        offset_entries, time_entries, aborted_txns: entries written.
+        changed: the index files whose content changed (or, in a dry run, would change).
+        stopped: why the valid data ends before the end of the file, or None.
+    """
+
+    path: str
+    batches: int
+    valid_bytes: int
+    size: int
+    offset_entries: int
+    time_entries: int
+    aborted_txns: int
+    changed: tuple[str, ...]
+    stopped: str | None = None
+    dry_run: bool = False
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["changed"] = list(self.changed)
+        return out
+
+
+def rebuild_indexes(
+    log_path: str | os.PathLike,
+    *,
+    index_interval_bytes: int = 4096,
+    tracker: TransactionTracker | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> RebuildReport:
+    """Regenerate the ``.index``, ``.timeindex`` and ``.txnindex`` of one segment from its log.
+
+    Args:
+        log_path: the ``.log``.
+        index_interval_bytes: the topic's ``index.interval.bytes`` (Kafka's default 4096).
+        tracker: the transactions open before this segment (carry one across a partition's
+            segments, oldest first); a fresh one when None.
+        dry_run: build the indexes, compare them with the files, change nothing.
+        progress: told how many more bytes were read.
+
+    Returns:
+        The report.
+
+    Raises:
+        KafkalogError: the file is not named after an offset, or its log directory is in use.
+        OSError: a file cannot be read or written.
+    """
+    log_path = Path(log_path)
+    base = _base_offset(log_path)
+    if index_interval_bytes < 0:
+        raise KafkalogError(f"index.interval.bytes must be >= 0, not {index_interval_bytes}")
+    ensure_not_in_use(log_path.parent)
+    tracker = tracker or TransactionTracker()
+    ticker = ProgressTicker(progress)
+    targets = {s: _index_path(log_path, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
+    tmps = {s: p.with_name(p.name + _TMP) for s, p in targets.items()}
+    for tmp in tmps.values():
+        tmp.unlink(missing_ok=True)  # a stale one would be opened and counted from its length
+    size = log_path.stat().st_size
+    capacity = size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2
+    offset_index = OffsetIndex(tmps[INDEX_SUFFIX], base, capacity * 8)
+    time_index = TimeIndex(tmps[TIME_INDEX_SUFFIX], base, (capacity + 1) * 12)
+    txn_index = TransactionIndex(tmps[TXN_INDEX_SUFFIX], base)
+    batches = valid = since_entry = aborted = 0
+    previous = base - 1
+    max_ts, max_ts_offset = -1, -1
+    stopped: str | None = None
+    try:
+        with FileRecords.open(log_path) as fr:
+            try:
+                for batch in fr.batches(validate=True, strict=True):
+                    last = batch.last_offset
+                    if last <= previous:
+                        stopped = f"offsets go backwards at position {valid} (offset {last} after {previous})"
+                        break
+                    if last - base > _INT32_MAX:
+                        stopped = f"offset {last} at position {valid} overflows the 32-bit range of the base offset"
+                        break
+                    previous = last
+                    if batch.max_timestamp > max_ts:
+                        max_ts, max_ts_offset = batch.max_timestamp, last
+                    if since_entry > index_interval_bytes:
+                        offset_index.append(last, valid)
+                        time_index.maybe_append(max_ts, max_ts_offset)
+                        since_entry = 0
+                    size_in_bytes = batch.size_in_bytes
+                    valid += size_in_bytes
+                    since_entry += size_in_bytes
+                    batches += 1
+                    ticker.add(size_in_bytes)
+                    if batch.magic == MAGIC_V2:
+                        end = tracker.on_batch(batch)
+                        txn = end.aborted_txn if end is not None else None
+                        if txn is not None:
+                            txn_index.append(txn)
+                            aborted += 1
+            except KafkalogError as e:
+                stopped = e.reason if e.position is None else f"at position {e.position}: {e.reason}"
+        time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
+        offset_entries, time_entries = offset_index.entries, time_index.entries
+        offset_index.close()  # trims to the entries
+        time_index.close()
+        txn_index.close()
+        if aborted == 0 and not targets[TXN_INDEX_SUFFIX].exists():
+            tmps[TXN_INDEX_SUFFIX].unlink(missing_ok=True)  # Kafka creates it on the first entry
+        elif not tmps[TXN_INDEX_SUFFIX].exists():
+            tmps[TXN_INDEX_SUFFIX].touch()  # an existing one is emptied, as recovery empties it
+        changed = tuple(
+            targets[s].name for s in targets if tmps[s].exists() and not _same_bytes(tmps[s], targets[s])
+        )
+        if not dry_run:
+            for s in targets:
+                if tmps[s].exists():
+                    os.replace(tmps[s], targets[s])
+            _fsync_dir(log_path.parent)
+    finally:
+        ticker.flush()
+        for index in (offset_index, time_index):
+            index.close()
+        txn_index.close()
+        for tmp in tmps.values():
+            tmp.unlink(missing_ok=True)
+    if stopped is None and valid < size:
+        stopped = f"{size - valid} bytes after position {valid} do not hold a whole batch"
+    return RebuildReport(
+        str(log_path), batches, valid, size, offset_entries, time_entries, aborted, changed, stopped, dry_run
+    )
+
+
+def rebuild_path(
+    path: str | os.PathLike,
+    *,
+    index_interval_bytes: int = 4096,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> list[RebuildReport]:
+    """:func:`rebuild_indexes` for a segment (any of its files), every segment of a partition
+    directory (oldest first, following transactions across them), or every partition of a log
+    directory.
+
+    Raises:
+        KafkalogError: no segment to rebuild, or a directory in use.
+        OSError: ``path`` does not exist or cannot be read or written.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    if path.is_file():
+        stem = path.name.split(".", 1)[0]
+        log = path.with_name(stem + LOG_SUFFIX)
+        if not log.exists():
+            raise KafkalogError(f"no segment {log.name} here", file=str(path))
+        return [rebuild_indexes(log, index_interval_bytes=index_interval_bytes, dry_run=dry_run, progress=progress)]
+    partitions = [path] if segment_logs(path) else find_partition_dirs(path)
+    reports = []
+    for directory in partitions:
+        tracker = TransactionTracker()
+        for log in segment_logs(directory):
+            reports.append(
+                rebuild_indexes(
+                    log, index_interval_bytes=index_interval_bytes, tracker=tracker, dry_run=dry_run, progress=progress
+                )
+            )
+    if not reports:
+        raise KafkalogError("no log segments here or in partition directories below", file=str(path))
+    return reports
+
+
+# ------------------------------------------------------------------------------------------------
+# convert
+
+
+@dataclass
+class ConvertReport:
+    """What :func:`convert_segment` or :func:`convert_path` wrote.
+
+    Attributes:
+        source, destination: the ``.log`` files (or directories).
+        batches_in, batches_out, records: counts.
+        bytes_in, bytes_out: sizes of the logs read and written.
+        dropped: what was dropped, by kind (``leader_epochs``, ``producer_state``,
+            ``timestamps``, ``empty_batches``), counted in batches.
+        segments: for a directory, one report per segment.
+    """
+
+    source: str
+    destination: str
+    magic: int
+    compression: str
+    batches_in: int = 0
+    batches_out: int = 0
+    records: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    segments: list[ConvertReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def _add(self, other: ConvertReport) -> None:
+        self.segments.append(other)
+        for name in ("batches_in", "batches_out", "records", "bytes_in", "bytes_out"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for kind, n in other.dropped.items():
+            self.dropped[kind] = self.dropped.get(kind, 0) + n
+
+
+def _refuse(batch: RecordBatch, reason: str, hint: str = "") -> ConversionError:
+    where = f"v{batch.magic} batch ending at offset {batch.last_offset}"
+    return ConversionError(f"{where}: {reason}{hint}", file=batch.file, position=batch.position)
+
+
+def _to_v2(batch: RecordBatch, records: list[Record], codec: Compression, level: int | None) -> bytes:
+    """One v2 batch holding ``records`` as ``batch`` holds them."""
+    if batch.magic == MAGIC_V2:
+        base = batch.base_offset
+        if not records:
+            # Kafka's writeEmptyHeader: no payload, no codec (a cleaned batch kept for its
+            # producer state).
+            codec = Compression.NONE
+        base_ts = batch.base_timestamp
+        extra = dict(
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+            is_control=batch.is_control,
+            delete_horizon_ms=batch.delete_horizon_ms,
+            partition_leader_epoch=batch.partition_leader_epoch,
+        )
+    else:
+        base = records[0].offset
+        base_ts = records[0].timestamp
+        extra = {}
+    timestamp_type = batch.timestamp_type
+    if timestamp_type is TimestampType.NO_TIMESTAMP_TYPE:
+        timestamp_type = TimestampType.CREATE_TIME  # magic 0: every timestamp stays -1
+    payload = b"".join(encode_record(r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers) for r in records)
+    return encode_batch(
+        payload,
+        count=len(records),
+        base_offset=base,
+        last_offset_delta=batch.last_offset - base,
+        base_timestamp=base_ts,
+        max_timestamp=batch.max_timestamp,
+        compression=codec,
+        timestamp_type=timestamp_type,
+        compression_level=level,
+        **extra,
+    )
+
+
+def _to_legacy(
+    batch: RecordBatch,
+    records: list[Record],
+    magic: int,
+    codec: Compression,
+    level: int | None,
+    drop_timestamps: bool,
+    drop_producer_state: bool,
+    dropped: dict[str, int],
+) -> bytes:
+    """The v0/v1 message(s) holding ``records``; refuses what v0/v1 cannot hold."""
+    if batch.magic == MAGIC_V2:
+        if batch.is_control:
+            raise _refuse(batch, f"a control batch (transaction marker) has no form in magic {magic}")
+        if batch.is_transactional:
+            raise _refuse(batch, f"transactional batches have no form in magic {magic}")
+        if batch.producer_id >= 0:
+            if not drop_producer_state:
+                raise _refuse(
+                    batch,
+                    f"producer id {batch.producer_id}, epoch and sequence have no form in magic {magic}",
+                    " (drop_producer_state / --drop-producer-state drops them)",
+                )
+            dropped["producer_state"] = dropped.get("producer_state", 0) + 1
+        if batch.partition_leader_epoch >= 0:
+            dropped["leader_epochs"] = dropped.get("leader_epochs", 0) + 1
+        for r in records:
+            if r.headers:
+                raise _refuse(batch, f"record at offset {r.offset} has headers, which magic {magic} cannot hold")
+    if not records:
+        dropped["empty_batches"] = dropped.get("empty_batches", 0) + 1
+        return b""
+    if magic == MAGIC_V0 and any(r.timestamp != NO_TIMESTAMP for r in records):
+        if not drop_timestamps:
+            raise _refuse(
+                batch,
+                "magic 0 has no timestamps, and these records have some",
+                " (drop_timestamps / --drop-timestamps drops them)",
+            )
+        dropped["timestamps"] = dropped.get("timestamps", 0) + 1
+    timestamp_type = batch.timestamp_type
+    append_time = None
+    if magic == MAGIC_V0:
+        timestamp_type = TimestampType.NO_TIMESTAMP_TYPE
+    elif timestamp_type is TimestampType.NO_TIMESTAMP_TYPE:
+        timestamp_type = TimestampType.CREATE_TIME  # from magic 0: timestamps stay -1
+    elif timestamp_type is TimestampType.LOG_APPEND_TIME:
+        append_time = batch.max_timestamp
+    return encode_message_set(
+        [(r.offset, r.timestamp, r.key, r.value) for r in records],
+        magic=magic,
+        compression=codec,
+        timestamp_type=timestamp_type,
+        log_append_time=append_time,
+        compression_level=level,
+        base_offset=records[0].offset,
+    )
+
+
+def _check_target(magic: int, compression: Compression | str | int) -> Compression:
+    if magic not in (0, 1, 2):
+        raise ConversionError(f"magic must be 0, 1 or 2, not {magic}")
+    if isinstance(compression, str):
+        try:
+            compression = Compression[compression.upper()]
+        except KeyError:
+            raise UnsupportedCodecError(
+                f"unknown codec {compression!r}: none, gzip, snappy, lz4 or zstd"
+            ) from None
+    return codec_for_id(int(compression), magic)
+
+
+def _output_log(src: Path, dst: Path) -> Path:
+    """The output ``.log`` for ``src``: ``dst`` itself when it is named like a segment, else a
+    file in the directory ``dst`` (created if needed) named after the source's base offset."""
+    if _SEGMENT_LOG.match(dst.name) and not dst.is_dir():
+        return dst
+    dst.mkdir(parents=True, exist_ok=True)
+    return dst / f"{_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
+
+
+def _existing_outputs(out_log: Path) -> list[Path]:
+    return [p for p in (out_log, *(_index_path(out_log, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))) if p.exists()]
+
+
+def convert_segment(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    magic: int = MAGIC_V2,
+    compression: Compression | str | int = Compression.NONE,
+    compression_level: int | None = None,
+    drop_timestamps: bool = False,
+    drop_producer_state: bool = False,
+    index_interval_bytes: int = 4096,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> ConvertReport:
+    """Rewrite one segment in another format or codec, keeping offsets and timestamps.
+
+    Args:
+        src: the ``.log`` to read (never modified), named after its base offset.
+        dst: the ``.log`` to write (``<20 digits>.log``, a base offset at or below the first
+            offset), or else a directory (created if needed) to write it into under the
+            source's base offset.
+        magic, compression, compression_level: the target.
+        drop_timestamps: allow magic 0 output of records that have timestamps.
+        drop_producer_state: allow v0/v1 output of batches written by idempotent producers.
+        index_interval_bytes: the output's ``index.interval.bytes``.
+        overwrite: replace an existing output segment.
+        progress: told how many more bytes of the source were read.
+
+    Returns:
+        The report.
+
+    Raises:
+        ConversionError: a batch the target cannot represent, or an output that exists.
+        UnsupportedCodecError: zstd before magic 2, or an unknown codec.
+        KafkalogError: the source is corrupt (convert refuses damaged input: salvage it first).
+        OSError: a file cannot be read or written.
+    """
+    src, dst = Path(src), Path(dst)
+    codec = _check_target(magic, compression)
+    out_log = _output_log(src, dst)
+    if out_log.exists() and src.exists() and os.path.samefile(src, out_log):
+        raise ConversionError("the output is the source itself; write it elsewhere", file=str(out_log))
+    existing = _existing_outputs(out_log)
+    if existing and not overwrite:
+        raise ConversionError(f"{existing[0].name} exists (pass overwrite / --force to replace it)", file=str(existing[0]))
+    ensure_not_in_use(out_log.parent)
+    base = _base_offset(out_log)
+    report = ConvertReport(str(src), str(out_log), magic, codec.kafka_name)
+    ticker = ProgressTicker(progress)
+    out_dir = out_log.parent
+    config = LogConfig(index_interval_bytes=index_interval_bytes)
+    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
+    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * 12)))
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
+        Path(str(_index_path(out_log, suffix)) + _TMP).unlink(missing_ok=True)
+    segment = LogSegment.open(out_dir, base, config, suffix=_TMP)
+    done = False
+    try:
+        with FileRecords.open(src) as fr:
+            for batch in fr.batches(validate=True, strict=True):
+                records = batch.records()
+                if magic == MAGIC_V2:
+                    data = _to_v2(batch, records, codec, compression_level)
+                else:
+                    data = _to_legacy(
+                        batch, records, magic, codec, compression_level, drop_timestamps, drop_producer_state,
+                        report.dropped,
+                    )
+                report.batches_in += 1
+                report.records += len(records)
+                report.bytes_in += batch.size_in_bytes
+                ticker.add(batch.size_in_bytes)
+                if data:
+                    out = MemoryRecords(data)
+                    for piece in out.batches():
+                        report.batches_out += 1
+                        if not segment.can_convert_to_relative_offset(piece.last_offset) or (
+                            piece.magic == MAGIC_V2 and piece.base_offset < base
+                        ):
+                            raise ConversionError(
+                                f"offset {piece.last_offset} does not fit a segment with base offset {base}",
+                                file=str(out_log),
+                            )
+                    segment.append_batches(out)
+                    report.bytes_out += len(data)
+        segment.close()
+        # The transaction index depends only on offsets and markers, which a v2 output keeps:
+        # the source's entries stay right (v0/v1 output has no transactions).
+        src_txn = _index_path(src, TXN_INDEX_SUFFIX)
+        if magic == MAGIC_V2 and src_txn.exists():
+            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + _TMP))
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            tmp = Path(str(_index_path(out_log, suffix)) + _TMP)
+            final = _index_path(out_log, suffix)
+            if tmp.exists():
+                os.replace(tmp, final)
+            elif suffix == TXN_INDEX_SUFFIX:
+                final.unlink(missing_ok=True)  # an overwritten segment's old one
+        _fsync_dir(out_dir)
+        done = True
+    finally:
+        ticker.flush()
+        if not done:
+            with contextlib.suppress(Exception):
+                segment.close()
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                Path(str(_index_path(out_log, suffix)) + _TMP).unlink(missing_ok=True)
+    return report
+
+
+def convert_path(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    magic: int = MAGIC_V2,
+    compression: Compression | str | int = Compression.NONE,
+    compression_level: int | None = None,
+    drop_timestamps: bool = False,
+    drop_producer_state: bool = False,
+    index_interval_bytes: int = 4096,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> ConvertReport:
+    """:func:`convert_segment` for a segment file, or for every segment of a partition
+    directory into ``dst`` (created if absent; it must not hold segments already unless
+    ``overwrite``). For a partition directory, ``partition.metadata`` is copied, and with a v2
+    target ``leader-epoch-checkpoint`` and the producer snapshots too (offsets do not change, so
+    they stay right; v0/v1 data has neither).
+
+    Raises:
+        The errors of :func:`convert_segment`; KafkalogError for a directory without segments.
+    """
+    src, dst = Path(src), Path(dst)
+    if not src.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(src))
+    options = dict(
+        magic=magic,
+        compression=compression,
+        compression_level=compression_level,
+        drop_timestamps=drop_timestamps,
+        drop_producer_state=drop_producer_state,
+        index_interval_bytes=index_interval_bytes,
+        overwrite=overwrite,
+        progress=progress,
+    )
+    if src.is_file():
+        return convert_segment(src, dst, **options)  # type: ignore[arg-type]
+    logs = segment_logs(src)
+    if not logs:
+        raise KafkalogError("no log segments here: convert takes a segment or a partition directory", file=str(src))
+    if dst.exists() and not dst.is_dir():
+        raise ConversionError("the output for a partition directory must be a directory", file=str(dst))
+    if dst.exists() and os.path.samefile(src, dst):
+        raise ConversionError("the output is the source directory itself; write it elsewhere", file=str(dst))
+    dst.mkdir(parents=True, exist_ok=True)
+    codec = _check_target(magic, compression)
+    report = ConvertReport(str(src), str(dst), magic, codec.kafka_name)
+    for log in logs:
+        report._add(convert_segment(log, dst, **options))  # type: ignore[arg-type]
+    copies = [PARTITION_METADATA]
+    if magic == MAGIC_V2:
+        copies.append(LEADER_EPOCH_CHECKPOINT)
+        copies += sorted(p.name for p in src.iterdir() if p.name.endswith(SNAPSHOT_SUFFIX) and p.is_file())
+    for name in copies:
+        if (src / name).exists():
+            shutil.copyfile(src / name, dst / name)
+    _fsync_dir(dst)
+    return report

@@ -1,0 +1,254 @@
+"""Key and value parsers for ``kafkalog dump`` (DumpLogSegments' MessageParser implementations)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Callable
+from typing import NamedTuple
+from ..record import Record
+from ._jvm import _jackson, _scala_topic_partition_set
+from ._schemas import _CONSUMER_ASSIGNMENT, _CONSUMER_GROUP_KEYS, _CONSUMER_GROUP_VALUES, _CONSUMER_SUBSCRIPTION, _GROUP_METADATA_KEY, _GROUP_METADATA_VALUE, _Message, _OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE, _ReadError, _Reader, _TXN_LOG_KEY, _TXN_LOG_VALUE, _read_message, _to_json
+
+# ------------------------------------------------------------------------------------------------
+# Key and value parsers (DumpLogSegments' MessageParser implementations)
+
+
+class _Datum(NamedTuple):
+    """A decoded key or value: how Kafka's text output prints it, and its --json value."""
+
+    text: str
+    json: object
+
+
+class _Parsed(NamedTuple):
+    key: _Datum | None
+    value: _Datum | None
+    error: str | None = None  # a --json "decodeError"; the text shows it in place of the key
+    kafka_fails: bool = False  # Kafka's tool stops with an exception here
+
+
+def _failure(record: Record, message: str, *, kafka_fails: bool) -> _Parsed:
+    text = f"Error at offset {record.offset}, skipping. {message}"
+    return _Parsed(_Datum(text, None), None, text, kafka_fails)
+
+
+def _decode_string(data: bytes) -> _Datum:
+    text = data.decode("utf-8", "replace")  # new String(bytes, UTF_8)
+    return _Datum(text, text)
+
+
+def _decode_hex(data: bytes) -> _Datum:
+    text = data.hex()
+    return _Datum(text, text)
+
+
+def _decode_base64(data: bytes) -> _Datum:
+    text = base64.b64encode(data).decode("ascii")
+    return _Datum(text, text)
+
+
+def _decode_json(data: bytes) -> _Datum:
+    text = data.decode("utf-8", "replace")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return _Datum(text, text)  # not JSON: shown as the string decoder would
+    return _Datum(_jackson(value), value)
+
+
+def _fixed_decoder(fmt: str, label: str) -> Callable[[bytes], _Datum]:
+    s = struct.Struct(fmt)
+
+    def decode(data: bytes) -> _Datum:
+        if len(data) < s.size:  # ByteBuffer.getInt/getLong: BufferUnderflowException
+            raise _ReadError(f"{label} needs {s.size} bytes, the data has {len(data)}")
+        (value,) = s.unpack_from(data)
+        return _Datum(str(value), value)
+
+    return decode
+
+
+_SHORTHAND_DECODERS = {
+    "string": _decode_string,
+    "hex": _decode_hex,
+    "base64": _decode_base64,
+    "json": _decode_json,
+    "none": None,
+}
+# Kafka's built-in decoder classes; DefaultDecoder hands Kafka a byte[] that it prints as a JVM
+# object id ("[B@6d06d69c"), so kafkalog shows its bytes as hex instead.
+_DECODER_CLASSES = {
+    "StringDecoder": _decode_string,
+    "IntegerDecoder": _fixed_decoder(">i", "IntegerDecoder"),
+    "LongDecoder": _fixed_decoder(">q", "LongDecoder"),
+    "DefaultDecoder": _decode_hex,
+}
+_NEW_DECODER_PACKAGE = "org.apache.kafka.tools.api."
+_OLD_DECODER_PACKAGE = "kafka.serializer."
+
+
+def _decoder_for_class(name: str) -> Callable[[bytes], _Datum] | None:
+    for package in (_NEW_DECODER_PACKAGE, _OLD_DECODER_PACKAGE):
+        if name.startswith(package) and name[len(package) :] in _DECODER_CLASSES:
+            return _DECODER_CLASSES[name[len(package) :]]
+    raise ValueError(name)
+
+
+class _DecoderParser:
+    """``DecoderMessageParser``: each of key and value through its decoder when present."""
+
+    def __init__(self, key: Callable[[bytes], _Datum] | None, value: Callable[[bytes], _Datum] | None) -> None:
+        self._key, self._value = key, value
+
+    def parse(self, record: Record) -> _Parsed:
+        try:
+            key = None if record.key is None or self._key is None else self._key(record.key)
+            value = None if record.value is None or self._value is None else self._value(record.value)
+        except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=True)
+        return _Parsed(key, value)
+
+
+class _OffsetsParser:
+    """``OffsetsMessageParser``: __consumer_offsets records as Kafka's JSON (``{"type":..,"data":..}``
+    keys, ``{"version":..,"data":..}`` values, ``<DELETE>`` for tombstones)."""
+
+    def parse(self, record: Record) -> _Parsed:
+        if record.key is None:
+            return _failure(
+                record,
+                f"Failed to decode message at offset {record.offset} using offset topic decoder "
+                "(message had a missing key)",
+                kafka_fails=True,
+            )
+        try:
+            key_reader = _Reader(record.key)
+            if key_reader.remaining < 2:
+                raise _ReadError("Could not read version from key's buffer.")
+            record_type = key_reader.fixed("int16")
+            key_message, value_message = self._messages(record_type)  # type: ignore[arg-type]
+            if key_message is None:
+                text = f"Unknown record type {record_type} at offset {record.offset}, skipping."
+                return _Parsed(_Datum(text, None), None, text)
+            key_fields = self._read(key_message, key_reader, record_type, "key")  # type: ignore[arg-type]
+            key_json = {"type": str(record_type), "data": _to_json(key_message.fields, key_fields, record_type)}
+            if record.value is None:
+                return _Parsed(_Datum(_jackson(key_json), key_json), _Datum("<DELETE>", None))
+            value_reader = _Reader(record.value)
+            if value_reader.remaining < 2:
+                raise _ReadError("Could not read version from value's buffer.")
+            version = value_reader.fixed("int16")
+            values = self._read(value_message, value_reader, version, "value")  # type: ignore[arg-type]
+            data = _to_json(value_message.fields, values, version)  # type: ignore[union-attr,arg-type]
+            if value_message is _GROUP_METADATA_VALUE:
+                _expand_consumer_protocol(data)
+            value_json = {"version": str(version), "data": data}
+        except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=False)
+        return _Parsed(_Datum(_jackson(key_json), key_json), _Datum(_jackson(value_json), value_json))
+
+    @staticmethod
+    def _messages(record_type: int) -> tuple[_Message | None, _Message | None]:
+        # CoordinatorRecordSerde: the key's version is the record type.
+        if record_type in (0, 1):
+            return _OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE
+        if record_type == 2:
+            return _GROUP_METADATA_KEY, _GROUP_METADATA_VALUE
+        return _CONSUMER_GROUP_KEYS.get(record_type), _CONSUMER_GROUP_VALUES.get(record_type)
+
+    @staticmethod
+    def _read(message: _Message, reader: _Reader, version: int, what: str) -> dict:
+        try:
+            return _read_message(message, reader, version)
+        except _ReadError as e:
+            raise _ReadError(
+                f"Could not read record with version {version} from {what}'s buffer due to: {e}."
+            ) from None
+
+
+def _expand_consumer_protocol(data: dict) -> None:
+    """For a "consumer" group, replace each member's subscription and assignment bytes by their
+    decoded form, keeping the bytes when they do not decode (as Kafka does)."""
+    if data.get("protocolType") != "consumer":
+        return
+    for member in data.get("members") or ():
+        for field, message in (("subscription", _CONSUMER_SUBSCRIPTION), ("assignment", _CONSUMER_ASSIGNMENT)):
+            encoded = member.get(field)
+            if encoded is None:
+                continue
+            try:
+                r = _Reader(base64.b64decode(encoded))
+                version = r.fixed("int16")
+                values = _read_message(message, r, version)  # type: ignore[arg-type]
+                member[field] = _to_json(message.fields, values, version)  # type: ignore[arg-type]
+            except _ReadError:
+                pass
+
+
+_TXN_STATES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
+
+
+class _TransactionLogParser:
+    """``TransactionLog.formatRecordKeyAndValue``: __transaction_state records."""
+
+    def parse(self, record: Record) -> _Parsed:
+        try:
+            if record.key is None:
+                raise _ReadError("the record has no key")
+            r = _Reader(record.key)
+            version = r.fixed("int16")
+            if not _TXN_LOG_KEY.versions[0] <= version <= _TXN_LOG_KEY.versions[1]:  # type: ignore[operator]
+                text = f"unknown::version={version}"
+                return _Parsed(_Datum(text, {"unknownKeyVersion": version}), None)
+            txn_id = _read_message(_TXN_LOG_KEY, r, version)["transactionalId"]  # type: ignore[arg-type]
+            key = _Datum(f"transaction_metadata::transactionalId={txn_id}", {"transactionalId": txn_id})
+            if record.value is None:
+                return _Parsed(key, _Datum("<DELETE>", None))
+            return _Parsed(key, self._value(record.value))
+        except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=True)
+
+    @staticmethod
+    def _value(data: bytes) -> _Datum:
+        r = _Reader(data)
+        version = r.fixed("int16")
+        if not _TXN_LOG_VALUE.versions[0] <= version <= _TXN_LOG_VALUE.versions[1]:  # type: ignore[operator]
+            raise _ReadError(f"Unknown version {version} from the transaction log message value")
+        v = _read_message(_TXN_LOG_VALUE, r, version)  # type: ignore[arg-type]
+        status = v["transactionStatus"]
+        if not 0 <= status < len(_TXN_STATES):
+            raise _ReadError(f"Unknown transaction state id {status} from the transaction status message")
+        state = _TXN_STATES[status]
+        partitions: list[tuple[str, int]] = []
+        if state != "Empty":  # an Empty transaction's partitions are not read back
+            if v["transactionPartitions"] is None:
+                raise _ReadError("null transaction partitions")
+            partitions = _scala_topic_partition_set(
+                [[(p["topic"], pid) for pid in p["partitionIds"]] for p in v["transactionPartitions"]]
+            )
+        names = [f"{topic}-{partition}" for topic, partition in partitions]
+        text = (
+            f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={state},"
+            f"partitions=[{','.join(names)}],txnLastUpdateTimestamp={v['transactionLastUpdateTimestampMs']},"
+            f"txnTimeoutMs={v['transactionTimeoutMs']}"
+        )
+        value = {
+            "producerId": v["producerId"],
+            "producerEpoch": v["producerEpoch"],
+            "state": state,
+            "partitions": names,
+            "txnLastUpdateTimestamp": v["transactionLastUpdateTimestampMs"],
+            "txnTimeoutMs": v["transactionTimeoutMs"],
+        }
+        return _Datum(text, value)

@@ -1,0 +1,82 @@
+"""Transactions seen while walking a segment."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+from ..index import AbortedTxn
+from ..record import MAGIC_V2, ControlRecordType, RecordBatch
+
+# ------------------------------------------------------------------------------------------------
+# Transactions
+
+
+class TxnEnd(NamedTuple):
+    """A transaction marker met by :class:`TransactionTracker`.
+
+    Attributes:
+        producer_id, control_type, marker_offset: the marker.
+        first_offset: the first offset of the transaction it ends, or None when no batch of
+            that transaction was seen (it began before the scan, or it was empty, or the
+            cleaner removed its batches).
+        last_stable_offset: for a known ABORT, the last stable offset when it completed: the
+            first offset of the earliest other open transaction, else the marker's offset + 1.
+    """
+
+    producer_id: int
+    control_type: ControlRecordType
+    marker_offset: int
+    first_offset: int | None
+    last_stable_offset: int | None
+
+    @property
+    def aborted_txn(self) -> AbortedTxn | None:
+        """The ``.txnindex`` entry Kafka writes for this marker, or None."""
+        if self.control_type is not ControlRecordType.ABORT or self.first_offset is None:
+            return None
+        return AbortedTxn(self.producer_id, self.first_offset, self.marker_offset, self.last_stable_offset)  # type: ignore[arg-type]
+
+
+class TransactionTracker:
+    """Follows transactions through batches in offset order, as the producer state a broker
+    keeps while it appends or recovers, to say which ``.txnindex`` entries Kafka writes
+    (``LogSegment.updateProducerState``): an ABORT marker of a transaction whose first batch
+    was seen gives ``(producer id, first offset, marker offset, last stable offset)``.
+
+    Carry one tracker across the segments of a partition; a transaction that began before the
+    first batch given is unknown (its marker gives a :class:`TxnEnd` without a first offset).
+    Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._ongoing: dict[int, int] = {}
+
+    @property
+    def ongoing(self) -> dict[int, int]:
+        """Producer id -> first offset of the transactions open now."""
+        return dict(self._ongoing)
+
+    def on_batch(self, batch: RecordBatch) -> TxnEnd | None:
+        """Account for one batch; return the marker it holds, if any.
+
+        Raises:
+            KafkalogError: a control batch whose records do not decode.
+        """
+        pid = batch.producer_id
+        if batch.magic < MAGIC_V2 or pid < 0 or not batch.is_transactional:
+            return None
+        if not batch.is_control:
+            self._ongoing.setdefault(pid, batch.base_offset)
+            return None
+        records = batch.records()
+        if not records:
+            return None
+        marker = records[0]
+        kind = marker.control_type
+        if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        first = self._ongoing.pop(pid, None)
+        lso = None
+        if first is not None and kind is ControlRecordType.ABORT:
+            others = self._ongoing.values()
+            lso = min(others) if others else marker.offset + 1
+        return TxnEnd(pid, kind, marker.offset, first, lso)
