@@ -47,13 +47,13 @@ from .record import (
     MAGIC_V2,
     RecordBatch,
 )
+from .record_walk import MIN_RECORD_BODY
 from .recordbatch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     HEADER,
     HEADER_FIELDS,
     LENGTH_OFFSET,
-    MIN_RECORD_BODY,
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
     DefaultRecordBatch,

@@ -33,7 +33,7 @@ from .columnar_columns import (
 )
 from .errors import InvalidRecordError
 from .record import TIMESTAMP_TYPE_MASK
-from .recordbatch import MIN_RECORD_BODY
+from .record_walk import MIN_RECORD_BODY
 from .varint import ZIGZAG_TABLE, decode_varint
 
 # Headers are parsed with numpy level by level while at least this many records still have
@@ -73,7 +73,7 @@ def decode_v2_run(
     base and max timestamps, attributes, producer id, leader epoch, count and batch index).
 
     Raises:
-        UsePlainPath: any check of ``recordbatch._decode_records`` fails somewhere in the run.
+        UsePlainPath: any check of ``record_walk.decode_records`` fails somewhere in the run.
         IndexError: a position left the buffer (damage; treated as UsePlainPath by the caller).
     """
     if len(counts) >= _WALK_VECTOR_MIN_BATCHES and max(counts) * _WALK_VECTOR_MIN_BATCHES <= sum(counts):
