@@ -189,7 +189,8 @@ class _Decoder:
         if batch.attributes & COMPRESSION_CODEC_MASK == 0:
             payload = batch.entry()[RECORDS_OFFSET:]
         else:
-            payload = batch._payload()[0]  # checks the codec, relocates decompression errors
+            assert isinstance(batch, DefaultRecordBatch)  # magic 2
+            payload = batch.payload()[0]  # checks the codec, relocates decompression errors
         if count > len(payload) // _MIN_RECORD_SIZE:
             return self.plain(batch, index)
         b = batch

@@ -347,8 +347,13 @@ class DefaultRecordBatch(RecordBatch):
                     RECORDS_COUNT_OFFSET,
                 )
 
-    def _payload(self) -> tuple[bytes, int, int]:
-        """The (decompressed) record bytes as ``(data, start, end)``."""
+    def payload(self) -> tuple[bytes, int, int]:
+        """The records' bytes, decompressed, as ``(data, start, end)``.
+
+        Raises:
+            CorruptRecordError, RecordTooLargeError, UnsupportedCodecError: from decompression,
+                positioned at the start of the records.
+        """
         codec = self.compression
         if codec is Compression.NONE:
             # A copy of exactly this batch's records (a memcpy, cheap next to decoding them):
@@ -376,7 +381,7 @@ class DefaultRecordBatch(RecordBatch):
             # Kafka's iterator returns nothing for an empty batch (kept by the cleaner for its
             # producer state) without reading its payload.
             return []
-        data, start, end = self._payload()
+        data, start, end = self.payload()
         attrs = f[_ATTRIBUTES]
         append_time = f[_MAX_TIMESTAMP] if attrs & TIMESTAMP_TYPE_MASK else None
         try:
@@ -414,7 +419,7 @@ class DefaultRecordBatch(RecordBatch):
             raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
         if count == 0:
             return RecordScan(NO_TIMESTAMP, NO_TIMESTAMP, False, True)
-        data, start, end = self._payload()
+        data, start, end = self.payload()
         try:
             lo, hi, null_key, sequential = walk_records(data, start, end, count)
         except RecordWalkError as e:
