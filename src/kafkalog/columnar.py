@@ -142,7 +142,7 @@ class _Decoder:
 
     def _new_run(self) -> None:
         self.run_batches: list[RecordBatch | int] = []
-        self.run_fields: list[tuple[int, ...]] = []  # _RUN_FIELDS per batch
+        self.run_fields: list[tuple[int, ...]] = []  # decode_v2_run's fields, per batch
         self.run_payloads: list[Any] = []
         self.run_spans: list[tuple[int, int]] = []
         self.run_bytes = 0
