@@ -122,6 +122,7 @@ from .producer_state import (
     decode_snapshot,
 )
 from .record import (
+    HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V1,
@@ -279,6 +280,7 @@ __all__ = [
     "MAGIC_V2",
     "NO_TIMESTAMP",
     "LOG_OVERHEAD",
+    "HEADER_SIZE_UP_TO_MAGIC",
     "encode_batch",
     "encode_record",
     "RECORD_BATCH_OVERHEAD",

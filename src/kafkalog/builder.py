@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .compression import Compression, codec_for_id
-from .legacy import encode_message_set
+from .legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, encode_message_set
 from .record import (
+    LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V2,
     NO_SEQUENCE,
@@ -17,7 +18,7 @@ from .record import (
     control_key,
     end_txn_marker_value,
 )
-from .recordbatch import encode_batch, encode_record
+from .recordbatch import RECORD_BATCH_OVERHEAD, encode_batch, encode_record
 from .records import MemoryRecords
 
 
@@ -95,7 +96,7 @@ class RecordBatchBuilder:
     def estimated_size_in_bytes(self) -> int:
         """The uncompressed size the batch would have now (to fill batches up to a target)."""
         if self.magic == MAGIC_V2:
-            return 61 + self._size
+            return RECORD_BATCH_OVERHEAD + self._size
         return self._size
 
     def append(
@@ -132,7 +133,8 @@ class RecordBatchBuilder:
             if tuple(headers):
                 raise ValueError(f"magic v{self.magic} does not support record headers")
             self._legacy.append((offset, timestamp, key, value))
-            self._size += 12 + (14 if self.magic == MAGIC_V0 else 22) + len(key or b"") + len(value or b"")
+            overhead = RECORD_OVERHEAD_V0 if self.magic == MAGIC_V0 else RECORD_OVERHEAD_V1
+            self._size += LOG_OVERHEAD + overhead + len(key or b"") + len(value or b"")
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         self._last_offset = offset

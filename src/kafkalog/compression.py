@@ -177,6 +177,8 @@ def _gzip_decompress(data, max_size: int) -> bytes:
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # xerial SnappyOutputStream's default block size, which Kafka uses
+# Every xerial block is [compressed length:int32][raw snappy block].
+_XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 _snappy = None
 
 
@@ -195,7 +197,7 @@ def _snappy_compress(data: bytes) -> bytes:
     view = memoryview(data)
     for start in range(0, len(data), _XERIAL_BLOCK):
         block = snappy.compress(bytes(view[start : start + _XERIAL_BLOCK]))
-        parts.append(struct.pack(">i", len(block)))
+        parts.append(_XERIAL_BLOCK_LENGTH.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
 
@@ -239,17 +241,18 @@ def _snappy_decompress(data, max_size: int) -> bytes:
     pos = len(_XERIAL_HEADER)
     end = len(data)
     while pos < end:
-        if pos + 4 > end:
+        start = pos + _XERIAL_BLOCK_LENGTH.size
+        if start > end:
             raise CorruptRecordError("xerial snappy block length is truncated", position=pos)
-        (n,) = struct.unpack_from(">i", data, pos)
-        if n < 0 or pos + 4 + n > end:
+        (n,) = _XERIAL_BLOCK_LENGTH.unpack_from(data, pos)
+        if n < 0 or start + n > end:
             raise CorruptRecordError(
-                f"xerial snappy block of {n} bytes runs past the payload ({end - pos - 4} left)", position=pos
+                f"xerial snappy block of {n} bytes runs past the payload ({end - start} left)", position=pos
             )
-        chunk = _snappy_block(data[pos + 4 : pos + 4 + n], max_size - total, pos + 4)
+        chunk = _snappy_block(data[start : start + n], max_size - total, start)
         total += len(chunk)
         out.append(chunk)
-        pos += 4 + n
+        pos = start + n
     return b"".join(out)
 
 

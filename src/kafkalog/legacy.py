@@ -28,31 +28,68 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable
 
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, codec_for_id, compress, decompress
+from .compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    Compression,
+    codec_for_id,
+    compress,
+    decompress,
+)
 from .errors import CorruptRecordError, InvalidRecordError, KafkalogError
 from .record import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
+    MAGIC_LENGTH,
+    MAGIC_OFFSET,
     MAGIC_V0,
     MAGIC_V1,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    OFFSET_OFFSET,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     Record,
     RecordBatch,
     TimestampType,
 )
 
-HEADER_V0 = struct.Struct(">qiIbb")
-HEADER_V1 = struct.Struct(">qiIbbq")
-assert HEADER_V0.size == 18 and HEADER_V1.size == 26
-CRC_OFFSET = 12
-MAGIC_OFFSET = 16
+# Kafka's ``LegacyRecord`` layout, as positions in the whole entry: after the 12-byte offset and
+# size come the crc and the magic, where every magic has it (kafkalog.record).
+CRC_OFFSET = LOG_OVERHEAD
+CRC_LENGTH = 4
+assert CRC_OFFSET + CRC_LENGTH == MAGIC_OFFSET
+ATTRIBUTES_OFFSET = MAGIC_OFFSET + MAGIC_LENGTH
+ATTRIBUTES_LENGTH = 1
+TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH  # v1 only
+TIMESTAMP_LENGTH = 8
+KEY_SIZE_OFFSET_V0 = ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH
+KEY_SIZE_OFFSET_V1 = TIMESTAMP_OFFSET + TIMESTAMP_LENGTH
+KEY_SIZE_LENGTH = 4
+VALUE_SIZE_LENGTH = 4
 #: Minimum value of the size field: crc, magic, attributes, (timestamp,) key and value lengths.
-RECORD_OVERHEAD_V0 = 14
-RECORD_OVERHEAD_V1 = 22
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
+RECORD_OVERHEAD_V0 = KEY_SIZE_OFFSET_V0 - LOG_OVERHEAD + KEY_SIZE_LENGTH + VALUE_SIZE_LENGTH
+RECORD_OVERHEAD_V1 = KEY_SIZE_OFFSET_V1 - LOG_OVERHEAD + KEY_SIZE_LENGTH + VALUE_SIZE_LENGTH
+assert (RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1) == (14, 22)
+
+#: The fixed header, field by field: (name, struct code, byte offset); v0 has all but the
+#: timestamp. The structs and the positions in their unpacked tuples come from this table.
+HEADER_V1_FIELDS = (
+    ("offset", "q", OFFSET_OFFSET),
+    ("size", "i", SIZE_OFFSET),
+    ("crc", "I", CRC_OFFSET),
+    ("magic", "b", MAGIC_OFFSET),
+    ("attributes", "b", ATTRIBUTES_OFFSET),
+    ("timestamp", "q", TIMESTAMP_OFFSET),
+)
+HEADER_V0 = struct.Struct(">" + "".join(code for _, code, _ in HEADER_V1_FIELDS[:-1]))
+HEADER_V1 = struct.Struct(">" + "".join(code for _, code, _ in HEADER_V1_FIELDS))
+assert HEADER_V0.size == KEY_SIZE_OFFSET_V0 == 18 and HEADER_V1.size == KEY_SIZE_OFFSET_V1 == 26
+# Positions in the unpacked header tuple (a v0 tuple gets NO_TIMESTAMP appended).
+_OFFSET, _SIZE, _CRC, _MAGIC, _ATTRIBUTES, _TIMESTAMP = range(len(HEADER_V1_FIELDS))
+_OFFSET_AND_SIZE = struct.Struct(">qi")
+assert _OFFSET_AND_SIZE.size == LOG_OVERHEAD
 _INT32 = struct.Struct(">i")
-_CRC = struct.Struct(">I")
+_UINT32 = struct.Struct(">I")
 
 
 def _overhead(magic: int) -> int:
@@ -67,17 +104,17 @@ def _key_value(data, pos: int, end: int) -> tuple[bytes | None, bytes | None]:
     """Read ``keyLength, key, valueLength, value`` filling exactly ``data[pos:end]``."""
     parts = []
     for name in ("key", "value"):
-        if pos + 4 > end:
+        if pos + _INT32.size > end:
             raise InvalidRecordError(f"message {name} length runs past the message", position=pos)
         (n,) = _INT32.unpack_from(data, pos)
-        pos += 4
+        pos += _INT32.size
         if n == -1:
             parts.append(None)
         elif 0 <= n <= end - pos:
             parts.append(bytes(data[pos : pos + n]))
             pos += n
         else:
-            raise InvalidRecordError(f"invalid message {name} length {n} ({end - pos} bytes left)", position=pos - 4)
+            raise InvalidRecordError(f"invalid message {name} length {n} ({end - pos} bytes left)", position=pos - _INT32.size)
     if pos != end:
         raise InvalidRecordError(f"{end - pos} bytes follow the message value", position=pos)
     return parts[0], parts[1]
@@ -124,59 +161,59 @@ class LegacyRecordBatch(RecordBatch):
     # -- header fields -------------------------------------------------------------------------
 
     @property
-    def magic(self) -> int:  # type: ignore[override]
-        return self._fields[3]
+    def magic(self) -> int:
+        return self._fields[_MAGIC]
 
     @property
     def offset(self) -> int:
         """The message's own offset (the last inner offset for a wrapper)."""
-        return self._fields[0]
+        return self._fields[_OFFSET]
 
     @property
     def last_offset(self) -> int:
-        return self._fields[0]
+        return self._fields[_OFFSET]
 
     @property
     def base_offset(self) -> int:
-        if self._fields[4] & COMPRESSION_CODEC_MASK == 0:
-            return self._fields[0]
+        if self._fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK == 0:
+            return self._fields[_OFFSET]
         return self.records()[0].offset
 
     @property
     def size_in_bytes(self) -> int:
-        return self._fields[1] + LOG_OVERHEAD
+        return self._fields[_SIZE] + LOG_OVERHEAD
 
     @property
     def crc(self) -> int:
-        return self._fields[2]
+        return self._fields[_CRC]
 
     @property
     def attributes(self) -> int:
-        return self._fields[4]
+        return self._fields[_ATTRIBUTES]
 
     @property
     def compression(self) -> Compression:
         """The codec; UnsupportedCodecError (positioned at the attributes) for zstd or ids 5-7."""
         try:
-            return codec_for_id(self._fields[4] & COMPRESSION_CODEC_MASK, self._fields[3])
+            return codec_for_id(self._fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK, self._fields[_MAGIC])
         except KafkalogError as e:
-            raise self._err(type(e), e.reason, MAGIC_OFFSET + 1) from None
+            raise self._err(type(e), e.reason, ATTRIBUTES_OFFSET) from None
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self._fields[3] == MAGIC_V0:
+        if self._fields[_MAGIC] == MAGIC_V0:
             return TimestampType.NO_TIMESTAMP_TYPE
-        if self._fields[4] & TIMESTAMP_TYPE_MASK:
+        if self._fields[_ATTRIBUTES] & TIMESTAMP_TYPE_MASK:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
     @property
     def max_timestamp(self) -> int:
-        return self._fields[5]
+        return self._fields[_TIMESTAMP]
 
     @property
     def base_timestamp(self) -> int:
-        return self._fields[5]
+        return self._fields[_TIMESTAMP]
 
     count = None
     producer_id = -1
@@ -191,7 +228,7 @@ class LegacyRecordBatch(RecordBatch):
     def __repr__(self) -> str:
         return (
             f"LegacyRecordBatch(magic={self.magic}, offset={self.offset}, size_in_bytes={self.size_in_bytes}, "
-            f"compression={self._fields[4] & 7}, position={self._position})"
+            f"compression={self._fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK}, position={self._position})"
         )
 
     # -- body ----------------------------------------------------------------------------------
@@ -213,14 +250,14 @@ class LegacyRecordBatch(RecordBatch):
             UnsupportedCodecError: an unknown codec id or zstd.
         """
         overhead = _overhead(self.magic)
-        if self._fields[1] < overhead:
+        if self._fields[_SIZE] < overhead:
             raise self._err(
                 CorruptRecordError,
-                f"record is corrupt (crc could not be retrieved as the record is too small, size = {self._fields[1]})",
+                f"record is corrupt (crc could not be retrieved as the record is too small, size = {self._fields[_SIZE]})",
             )
         computed = self.compute_crc()
-        if computed != self._fields[2]:
-            raise self._err(CorruptRecordError, f"stored crc = {self._fields[2]}, computed crc = {computed}")
+        if computed != self._fields[_CRC]:
+            raise self._err(CorruptRecordError, f"stored crc = {self._fields[_CRC]}, computed crc = {computed}")
         self.compression
         self._key_value()
         if deep:
@@ -243,13 +280,13 @@ class LegacyRecordBatch(RecordBatch):
         """
         if self._records is not None:
             return self._records
-        if self._fields[1] < _overhead(self.magic):
-            raise self._err(CorruptRecordError, f"message size {self._fields[1]} is below the minimum")
+        if self._fields[_SIZE] < _overhead(self.magic):
+            raise self._err(CorruptRecordError, f"message size {self._fields[_SIZE]} is below the minimum")
         codec = self.compression
         key, value = self._key_value()
         if codec is Compression.NONE:
             self._records = [
-                Record(self.offset, self._fields[5], key, value, (), NO_SEQUENCE, self.size_in_bytes, self.crc)
+                Record(self.offset, self._fields[_TIMESTAMP], key, value, (), NO_SEQUENCE, self.size_in_bytes, self.crc)
             ]
             return self._records
         if value is None:
@@ -272,28 +309,28 @@ class LegacyRecordBatch(RecordBatch):
         while pos < end:
             if end - pos < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
                 raise InvalidRecordError(f"inner message set ends with {end - pos} stray bytes", position=pos)
-            offset, size = struct.unpack_from(">qi", data, pos)
+            offset, size = _OFFSET_AND_SIZE.unpack_from(data, pos)
             magic = data[pos + MAGIC_OFFSET]
             if magic != wrapper_magic:
                 raise InvalidRecordError(
                     f"compressed message magic {magic} does not match wrapper magic {wrapper_magic}", position=pos
                 )
             if size < _overhead(magic) or pos + LOG_OVERHEAD + size > end:
-                raise InvalidRecordError(f"invalid inner message size {size}", position=pos + 8)
+                raise InvalidRecordError(f"invalid inner message size {size}", position=pos + SIZE_OFFSET)
             header = _header(magic)
             fields = header.unpack_from(data, pos)
             msg_end = pos + LOG_OVERHEAD + size
             computed = zlib.crc32(memoryview(data)[pos + MAGIC_OFFSET : msg_end])
-            if computed != fields[2]:
+            if computed != fields[_CRC]:
                 raise CorruptRecordError(
-                    f"inner message at offset {offset}: stored crc = {fields[2]}, computed crc = {computed}",
+                    f"inner message at offset {offset}: stored crc = {fields[_CRC]}, computed crc = {computed}",
                     position=pos,
                 )
-            if fields[4] & COMPRESSION_CODEC_MASK:
-                raise InvalidRecordError("inner message is itself compressed", position=pos + 17)
+            if fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK:
+                raise InvalidRecordError("inner message is itself compressed", position=pos + ATTRIBUTES_OFFSET)
             key, value = _key_value(data, pos + header.size, msg_end)
-            timestamp = fields[5] if magic == MAGIC_V1 else NO_TIMESTAMP
-            inner.append((offset, timestamp, fields[2], key, value, size + LOG_OVERHEAD, pos))
+            timestamp = fields[_TIMESTAMP] if magic == MAGIC_V1 else NO_TIMESTAMP
+            inner.append((offset, timestamp, fields[_CRC], key, value, size + LOG_OVERHEAD, pos))
             pos = msg_end
         if not inner:
             raise InvalidRecordError("compressed message set with no inner records")
@@ -309,7 +346,7 @@ class LegacyRecordBatch(RecordBatch):
                 )
             else:
                 base = wrapper_offset - last_inner
-            append_time = self._fields[5] if self._fields[4] & TIMESTAMP_TYPE_MASK else None
+            append_time = self._fields[_TIMESTAMP] if self._fields[_ATTRIBUTES] & TIMESTAMP_TYPE_MASK else None
         else:
             base = 0
             append_time = None
@@ -343,7 +380,7 @@ def encode_message(
     else:
         header.pack_into(buf, 0, offset, size, 0, magic, attributes, timestamp)
     buf[header.size :] = key_part + value_part
-    _CRC.pack_into(buf, CRC_OFFSET, zlib.crc32(memoryview(buf)[MAGIC_OFFSET:]))
+    _UINT32.pack_into(buf, CRC_OFFSET, zlib.crc32(memoryview(buf)[MAGIC_OFFSET:]))
     return bytes(buf)
 
 

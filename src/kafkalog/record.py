@@ -23,10 +23,22 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
-#: Every top-level entry starts with offset:int64 and size:int32.
-LOG_OVERHEAD = 12
-#: The magic byte sits at byte 16 of every entry; reading this many bytes frames any entry.
-HEADER_SIZE_UP_TO_MAGIC = 17
+
+# The framing common to every magic (Kafka's ``Records``): each top-level entry starts with
+# offset:int64 and size:int32 (the size of what follows), and its magic byte sits at byte 16.
+OFFSET_OFFSET = 0
+OFFSET_LENGTH = 8
+SIZE_OFFSET = OFFSET_OFFSET + OFFSET_LENGTH
+SIZE_LENGTH = 4
+#: The offset and size prefix of every entry (12 bytes), not counted by the size field.
+LOG_OVERHEAD = SIZE_OFFSET + SIZE_LENGTH
+MAGIC_OFFSET = 16
+MAGIC_LENGTH = 1
+#: Reading this many bytes (17) frames any entry: its size and its magic.
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + MAGIC_LENGTH
+# Attribute bits every magic shares: the codec in bits 0-2, the timestamp type in bit 3 (v1, v2).
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
 
 
 class TimestampType(IntEnum):
@@ -95,9 +107,6 @@ class Record:
 
     __slots__ = ("offset", "timestamp", "key", "value", "headers", "sequence", "size_in_bytes", "crc")
 
-    control_type: ControlRecordType | None = None
-    coordinator_epoch: int | None = None
-
     def __init__(
         self,
         offset: int,
@@ -122,6 +131,16 @@ class Record:
     def is_control(self) -> bool:
         """True for the records of a control batch."""
         return False
+
+    @property
+    def control_type(self) -> ControlRecordType | None:
+        """The control type of a control record (:class:`ControlRecord`); None here."""
+        return None
+
+    @property
+    def coordinator_epoch(self) -> int | None:
+        """A transaction marker's coordinator epoch (:class:`ControlRecord`); None here."""
+        return None
 
     def _fields(self) -> tuple:
         return (self.offset, self.timestamp, self.key, self.value, self.headers, self.sequence)
@@ -179,12 +198,12 @@ class ControlRecord(Record):
             _, self._coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
 
     @property
-    def control_type(self) -> ControlRecordType:  # type: ignore[override]
+    def control_type(self) -> ControlRecordType:
         """The control type read from the key."""
         return self._control_type
 
     @property
-    def coordinator_epoch(self) -> int | None:  # type: ignore[override]
+    def coordinator_epoch(self) -> int | None:
         """The transaction coordinator's epoch for ABORT/COMMIT markers, else None."""
         return self._coordinator_epoch
 
@@ -215,7 +234,6 @@ class RecordBatch(ABC):
 
     __slots__ = ()
 
-    magic: int
     base_offset: int
     last_offset: int
     size_in_bytes: int
@@ -227,6 +245,11 @@ class RecordBatch(ABC):
     _position: int | None
     _file: str | None
     _loader: Callable[[], bytes] | None
+
+    @property
+    @abstractmethod
+    def magic(self) -> int:
+        """The format version: 2 for a v2 batch, 0 or 1 for a legacy message."""
 
     @property
     def position(self) -> int | None:

@@ -26,7 +26,8 @@ offset, length, leader epoch or magic, so a broker rewrites those without recomp
 A record (varints ZigZag-encoded): ``length:varint, attributes:int8, timestampDelta:varlong,
 offsetDelta:varint, keyLength:varint (-1 null), key, valueLength:varint (-1 null), value,
 headerCount:varint``, then per header ``keyLength:varint, key (UTF-8), valueLength:varint
-(-1 null), value``. The bytes a record consumes must equal its declared length.
+(-1 null), value``. The bytes a record consumes must equal its declared length; the walk over a
+payload's records lives in :mod:`kafkalog.record_walk`.
 """
 
 from __future__ import annotations
@@ -36,49 +37,115 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from . import crc as _crc
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, codec_for_id, compress, decompress
+from .compression import (
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    Compression,
+    codec_for_id,
+    compress,
+    decompress,
+)
 from .errors import CorruptRecordError, InvalidRecordError, KafkalogError
 from .record import (
+    COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
+    MAGIC_LENGTH,
+    MAGIC_OFFSET,
     MAGIC_V2,
     NO_SEQUENCE,
     NO_TIMESTAMP,
-    ControlRecord,
+    OFFSET_LENGTH,
+    OFFSET_OFFSET,
+    SIZE_LENGTH,
+    TIMESTAMP_TYPE_MASK,
     Header,
     Record,
     RecordBatch,
     TimestampType,
 )
-from .varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+from .record_walk import MIN_RECORD_BODY, RecordWalkError, decode_records, walk_records
+from .varint import encode_varint, encode_varlong
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-assert HEADER.size == 61
-RECORD_BATCH_OVERHEAD = HEADER.size
-BASE_OFFSET_OFFSET = 0
-LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-RECORDS_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
+# Kafka's ``DefaultRecordBatch`` offsets chain: each field starts where the one before it ends.
+# The first fields and the magic are the framing every magic shares (kafkalog.record).
+BASE_OFFSET_OFFSET = OFFSET_OFFSET
+BASE_OFFSET_LENGTH = OFFSET_LENGTH
+LENGTH_OFFSET = BASE_OFFSET_OFFSET + BASE_OFFSET_LENGTH
+LENGTH_LENGTH = SIZE_LENGTH
+PARTITION_LEADER_EPOCH_OFFSET = LENGTH_OFFSET + LENGTH_LENGTH
+PARTITION_LEADER_EPOCH_LENGTH = 4
+assert PARTITION_LEADER_EPOCH_OFFSET + PARTITION_LEADER_EPOCH_LENGTH == MAGIC_OFFSET
+CRC_OFFSET = MAGIC_OFFSET + MAGIC_LENGTH
+CRC_LENGTH = 4
+ATTRIBUTES_OFFSET = CRC_OFFSET + CRC_LENGTH
+ATTRIBUTE_LENGTH = 2
+LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + ATTRIBUTE_LENGTH
+LAST_OFFSET_DELTA_LENGTH = 4
+BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH
+BASE_TIMESTAMP_LENGTH = 8
+MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + BASE_TIMESTAMP_LENGTH
+MAX_TIMESTAMP_LENGTH = 8
+PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + MAX_TIMESTAMP_LENGTH
+PRODUCER_ID_LENGTH = 8
+PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + PRODUCER_ID_LENGTH
+PRODUCER_EPOCH_LENGTH = 2
+BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + PRODUCER_EPOCH_LENGTH
+BASE_SEQUENCE_LENGTH = 4
+RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + BASE_SEQUENCE_LENGTH
+RECORDS_COUNT_LENGTH = 4
+RECORDS_OFFSET = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH
+#: The v2 header (61 bytes): the smallest batch there is, one with no records.
+RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
 
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
+#: The header field by field, in order: (name, struct code, byte offset). :data:`HEADER`, the
+#: positions in its unpacked tuple and the columnar decoder's numpy dtype all come from here.
+HEADER_FIELDS = (
+    ("base_offset", "q", BASE_OFFSET_OFFSET),
+    ("length", "i", LENGTH_OFFSET),
+    ("partition_leader_epoch", "i", PARTITION_LEADER_EPOCH_OFFSET),
+    ("magic", "b", MAGIC_OFFSET),
+    ("crc", "I", CRC_OFFSET),
+    ("attributes", "h", ATTRIBUTES_OFFSET),
+    ("last_offset_delta", "i", LAST_OFFSET_DELTA_OFFSET),
+    ("base_timestamp", "q", BASE_TIMESTAMP_OFFSET),
+    ("max_timestamp", "q", MAX_TIMESTAMP_OFFSET),
+    ("producer_id", "q", PRODUCER_ID_OFFSET),
+    ("producer_epoch", "h", PRODUCER_EPOCH_OFFSET),
+    ("base_sequence", "i", BASE_SEQUENCE_OFFSET),
+    ("count", "i", RECORDS_COUNT_OFFSET),
+)
+HEADER = struct.Struct(">" + "".join(code for _, code, _ in HEADER_FIELDS))
+assert HEADER.size == RECORD_BATCH_OVERHEAD == 61
+assert all(
+    struct.calcsize(">" + "".join(code for _, code, _ in HEADER_FIELDS[:i])) == offset
+    for i, (_, _, offset) in enumerate(HEADER_FIELDS)
+), "HEADER_FIELDS disagrees with the offsets chain"
+# Positions of the fields in HEADER's unpacked tuple (plain ints: read on every header question).
+(
+    _BASE_OFFSET,
+    _LENGTH,
+    _PARTITION_LEADER_EPOCH,
+    _MAGIC,
+    _CRC,
+    _ATTRIBUTES,
+    _LAST_OFFSET_DELTA,
+    _BASE_TIMESTAMP,
+    _MAX_TIMESTAMP,
+    _PRODUCER_ID,
+    _PRODUCER_EPOCH,
+    _BASE_SEQUENCE,
+    _RECORDS_COUNT,
+) = range(len(HEADER_FIELDS))
+
+# Attributes (int16): the codec and timestamp type bits every magic shares, then v2's own.
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
 _INT32_MAX = 0x7FFFFFFF
-_CRC = struct.Struct(">I")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-# Smallest encodable record body: attributes + five one-byte varints.
-_MIN_RECORD_BODY = 6
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -128,99 +195,99 @@ class DefaultRecordBatch(RecordBatch):
 
     @property
     def base_offset(self) -> int:
-        return self._fields[0]
+        return self._fields[_BASE_OFFSET]
 
     @property
     def size_in_bytes(self) -> int:
         """The whole entry, including the 12-byte offset and length prefix."""
-        return self._fields[1] + LOG_OVERHEAD
+        return self._fields[_LENGTH] + LOG_OVERHEAD
 
     @property
     def partition_leader_epoch(self) -> int:
-        return self._fields[2]
+        return self._fields[_PARTITION_LEADER_EPOCH]
 
     @property
     def crc(self) -> int:
         """The stored CRC-32C (unsigned)."""
-        return self._fields[4]
+        return self._fields[_CRC]
 
     @property
     def attributes(self) -> int:
-        return self._fields[5]
+        return self._fields[_ATTRIBUTES]
 
     @property
     def last_offset_delta(self) -> int:
-        return self._fields[6]
+        return self._fields[_LAST_OFFSET_DELTA]
 
     @property
     def last_offset(self) -> int:
-        return self._fields[0] + self._fields[6]
+        return self._fields[_BASE_OFFSET] + self._fields[_LAST_OFFSET_DELTA]
 
     @property
     def base_timestamp(self) -> int:
         """The stored base timestamp (the delete horizon when :attr:`delete_horizon_ms` is set)."""
-        return self._fields[7]
+        return self._fields[_BASE_TIMESTAMP]
 
     @property
     def max_timestamp(self) -> int:
         """The stored max timestamp (the append time under LogAppendTime)."""
-        return self._fields[8]
+        return self._fields[_MAX_TIMESTAMP]
 
     @property
     def producer_id(self) -> int:
-        return self._fields[9]
+        return self._fields[_PRODUCER_ID]
 
     @property
     def producer_epoch(self) -> int:
-        return self._fields[10]
+        return self._fields[_PRODUCER_EPOCH]
 
     @property
     def base_sequence(self) -> int:
-        return self._fields[11]
+        return self._fields[_BASE_SEQUENCE]
 
     @property
     def last_sequence(self) -> int:
         """baseSequence + lastOffsetDelta, wrapping past 2**31-1; -1 without a sequence."""
-        base = self._fields[11]
-        return NO_SEQUENCE if base == NO_SEQUENCE else increment_sequence(base, self._fields[6])
+        base = self._fields[_BASE_SEQUENCE]
+        return NO_SEQUENCE if base == NO_SEQUENCE else increment_sequence(base, self._fields[_LAST_OFFSET_DELTA])
 
     @property
     def count(self) -> int:
         """The declared record count (may be 0 after compaction)."""
-        return self._fields[12]
+        return self._fields[_RECORDS_COUNT]
 
     @property
     def compression(self) -> Compression:
         """The codec; UnsupportedCodecError (positioned at the attributes) for ids 5-7."""
         try:
-            return codec_for_id(self._fields[5] & COMPRESSION_CODEC_MASK, MAGIC_V2)
+            return codec_for_id(self._fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK, MAGIC_V2)
         except KafkalogError as e:
             raise self._err(type(e), e.reason, ATTRIBUTES_OFFSET) from None
 
     @property
     def timestamp_type(self) -> TimestampType:
-        if self._fields[5] & TIMESTAMP_TYPE_MASK:
+        if self._fields[_ATTRIBUTES] & TIMESTAMP_TYPE_MASK:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self._fields[5] & TRANSACTIONAL_FLAG_MASK)
+        return bool(self._fields[_ATTRIBUTES] & TRANSACTIONAL_FLAG_MASK)
 
     @property
     def is_control(self) -> bool:
-        return bool(self._fields[5] & CONTROL_FLAG_MASK)
+        return bool(self._fields[_ATTRIBUTES] & CONTROL_FLAG_MASK)
 
     @property
     def delete_horizon_ms(self) -> int | None:
         """The delete horizon the cleaner stamped (the base timestamp), or None."""
-        return self._fields[7] if self._fields[5] & DELETE_HORIZON_FLAG_MASK else None
+        return self._fields[_BASE_TIMESTAMP] if self._fields[_ATTRIBUTES] & DELETE_HORIZON_FLAG_MASK else None
 
     def __repr__(self) -> str:
         return (
             f"DefaultRecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
-            f"count={self.count}, size_in_bytes={self.size_in_bytes}, compression={self._fields[5] & 7}, "
-            f"position={self._position})"
+            f"count={self.count}, size_in_bytes={self.size_in_bytes}, "
+            f"compression={self._fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK}, position={self._position})"
         )
 
     # -- body ----------------------------------------------------------------------------------
@@ -230,7 +297,7 @@ class DefaultRecordBatch(RecordBatch):
 
     def compute_crc(self) -> int:
         """CRC-32C of the bytes the stored CRC covers (attributes to the end)."""
-        off, end = self._off, self._off + self._fields[1] + LOG_OVERHEAD
+        off, end = self._off, self._off + self._fields[_LENGTH] + LOG_OVERHEAD
         if len(self._buf) < end:
             self.entry()
             off, end = 0, end - off
@@ -253,15 +320,16 @@ class DefaultRecordBatch(RecordBatch):
                 f"size {size} is smaller than the minimum allowed overhead {RECORD_BATCH_OVERHEAD}",
             )
         computed = self.compute_crc()
-        if computed != self._fields[4]:
-            raise self._err(CorruptRecordError, f"stored crc = {self._fields[4]}, computed crc = {computed}")
+        if computed != self._fields[_CRC]:
+            raise self._err(CorruptRecordError, f"stored crc = {self._fields[_CRC]}, computed crc = {computed}")
         self.compression
         self._check_counts()
         if deep:
             self.records()
 
     def _check_counts(self) -> None:
-        count, delta, attrs = self._fields[12], self._fields[6], self._fields[5]
+        f = self._fields
+        count, delta, attrs = f[_RECORDS_COUNT], f[_LAST_OFFSET_DELTA], f[_ATTRIBUTES]
         if count < 0:
             raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
         if count and delta < count - 1:
@@ -272,15 +340,20 @@ class DefaultRecordBatch(RecordBatch):
             )
         if attrs & COMPRESSION_CODEC_MASK == 0:
             payload = self.size_in_bytes - RECORDS_OFFSET
-            if count * (_MIN_RECORD_BODY + 1) > payload:
+            if count * (MIN_RECORD_BODY + 1) > payload:
                 raise self._err(
                     InvalidRecordError,
                     f"record count {count} cannot fit in a {payload}-byte uncompressed payload",
                     RECORDS_COUNT_OFFSET,
                 )
 
-    def _payload(self) -> tuple[bytes, int, int]:
-        """The (decompressed) record bytes as ``(data, start, end)``."""
+    def payload(self) -> tuple[bytes, int, int]:
+        """The records' bytes, decompressed, as ``(data, start, end)``.
+
+        Raises:
+            CorruptRecordError, RecordTooLargeError, UnsupportedCodecError: from decompression,
+                positioned at the start of the records.
+        """
         codec = self.compression
         if codec is Compression.NONE:
             # A copy of exactly this batch's records (a memcpy, cheap next to decoding them):
@@ -301,21 +374,29 @@ class DefaultRecordBatch(RecordBatch):
             CorruptRecordError, RecordTooLargeError, UnsupportedCodecError: from decompression.
         """
         f = self._fields
-        count = f[12]
+        count = f[_RECORDS_COUNT]
         if count < 0:
             raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
         if count == 0:
             # Kafka's iterator returns nothing for an empty batch (kept by the cleaner for its
             # producer state) without reading its payload.
             return []
-        data, start, end = self._payload()
-        attrs = f[5]
-        append_time = f[8] if attrs & TIMESTAMP_TYPE_MASK else None
+        data, start, end = self.payload()
+        attrs = f[_ATTRIBUTES]
+        append_time = f[_MAX_TIMESTAMP] if attrs & TIMESTAMP_TYPE_MASK else None
         try:
-            return _decode_records(
-                data, start, end, count, f[0], f[7], append_time, f[11], bool(attrs & CONTROL_FLAG_MASK)
+            return decode_records(
+                data,
+                start,
+                end,
+                count,
+                f[_BASE_OFFSET],
+                f[_BASE_TIMESTAMP],
+                append_time,
+                f[_BASE_SEQUENCE],
+                bool(attrs & CONTROL_FLAG_MASK),
             )
-        except _RecordError as e:
+        except RecordWalkError as e:
             if attrs & COMPRESSION_CODEC_MASK == 0:
                 raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + RECORDS_OFFSET) from None
             raise self._err(
@@ -333,25 +414,25 @@ class DefaultRecordBatch(RecordBatch):
             The errors of :meth:`records`.
         """
         f = self._fields
-        count = f[12]
+        count = f[_RECORDS_COUNT]
         if count < 0:
             raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
         if count == 0:
             return RecordScan(NO_TIMESTAMP, NO_TIMESTAMP, False, True)
-        data, start, end = self._payload()
+        data, start, end = self.payload()
         try:
-            lo, hi, null_key, sequential = _walk_records(data, start, end, count)
-        except _RecordError as e:
-            if f[5] & COMPRESSION_CODEC_MASK == 0:
+            lo, hi, null_key, sequential = walk_records(data, start, end, count)
+        except RecordWalkError as e:
+            if f[_ATTRIBUTES] & COMPRESSION_CODEC_MASK == 0:
                 raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + RECORDS_OFFSET) from None
             raise self._err(
                 InvalidRecordError,
                 f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
                 RECORDS_OFFSET,
             ) from None
-        if f[5] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record reports the batch's time
-            return RecordScan(f[8], f[8], null_key, sequential)
-        return RecordScan(f[7] + lo, f[7] + hi, null_key, sequential)
+        if f[_ATTRIBUTES] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record reports the batch's time
+            return RecordScan(f[_MAX_TIMESTAMP], f[_MAX_TIMESTAMP], null_key, sequential)
+        return RecordScan(f[_BASE_TIMESTAMP] + lo, f[_BASE_TIMESTAMP] + hi, null_key, sequential)
 
 
 class RecordScan(NamedTuple):
@@ -363,300 +444,6 @@ class RecordScan(NamedTuple):
     max_timestamp: int
     null_key: bool
     sequential: bool
-
-
-class _RecordError(Exception):
-    def __init__(self, reason: str, index: int, pos: int) -> None:
-        self.reason, self.index, self.pos = reason, index, pos
-
-
-def _varint_slow(data: bytes, pos: int, limit: int) -> tuple[int, int]:
-    """Multi-byte varint at ``pos`` (the one- and two-byte cases are inlined by callers)."""
-    try:
-        return (decode_varint if limit == 5 else decode_varlong)(data, pos)
-    except InvalidRecordError as e:
-        raise _RecordError(e.reason, -1, pos) from None
-
-
-def _decode_headers(data: bytes, pos: int, rend: int, index: int) -> tuple[tuple[Header, ...], int]:
-    n, pos = _varint_slow(data, pos, 5)
-    if n < 0:
-        raise _RecordError(f"invalid number of record headers {n}", index, pos)
-    if n * 2 > rend - pos:  # every header needs at least two bytes: a cheap bound before looping
-        raise _RecordError(f"{n} headers cannot fit in the {rend - pos} bytes left of the record", index, pos)
-    headers = []
-    for _ in range(n):
-        klen, pos = _varint_slow(data, pos, 5)
-        if klen < 0 or klen > rend - pos:
-            raise _RecordError(f"invalid header key size {klen}", index, pos)
-        key = data[pos : pos + klen].decode("utf-8", "replace")
-        pos += klen
-        vlen, pos = _varint_slow(data, pos, 5)
-        if vlen == -1:
-            value = None
-        elif 0 <= vlen <= rend - pos:
-            value = data[pos : pos + vlen]
-            pos += vlen
-        else:
-            raise _RecordError(f"invalid header value size {vlen}", index, pos)
-        headers.append(Header(key, value))
-    return tuple(headers), pos
-
-
-# ZigZag decoding of every one- and two-byte varint, indexed by its 7-bit groups
-# (``b0 & 0x7f | b1 << 7``): one tuple lookup instead of four integer operations per varint,
-# which is most of the cost of decoding a record in CPython.
-_ZIGZAG = tuple((z >> 1) ^ -(z & 1) for z in range(1 << 14))
-
-
-def _decode_records(
-    data: bytes,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    base_ts: int,
-    append_ts: int | None,
-    base_seq: int,
-    control: bool,
-) -> list[Record]:
-    """Decode ``count`` records from ``data[pos:end]``: the hot loop of deep iteration.
-
-    One- and two-byte varints (nearly all of them) are decoded inline through ``_ZIGZAG``;
-    longer ones go through :func:`_varint_slow`. Reading past ``end`` surfaces as IndexError
-    and becomes an error; reading past a record's own end is caught by the length check at its
-    end, and key/value lengths are checked against the record's end before slicing.
-    """
-    records: list[Record] = []
-    append = records.append
-    new = ControlRecord if control else Record
-    slow = _varint_slow
-    zz = _ZIGZAG
-    empty = ()
-    min_body = _MIN_RECORD_BODY
-    no_seq = base_seq < 0
-    i = 0
-    try:
-        if count > (end - pos) // (min_body + 1):
-            raise _RecordError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
-        for i in range(count):
-            rstart = pos
-            b = data[pos]
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    length = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    length, pos = slow(data, pos, 5)
-            rend = pos + length
-            if length < min_body or rend > end:
-                raise _RecordError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
-            # pos is at the attributes byte (unused in v2); the timestamp delta follows it.
-            b = data[pos + 1]
-            if b < 0x80:
-                ts_delta = zz[b]
-                pos += 2
-            else:
-                b2 = data[pos + 2]
-                if b2 < 0x80:
-                    ts_delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 3
-                else:
-                    ts_delta, pos = slow(data, pos + 1, 10)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    offset_delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    offset_delta, pos = slow(data, pos, 5)
-            b = data[pos]
-            if b < 0x80:
-                n = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    n = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    n, pos = slow(data, pos, 5)
-            if n >= 0:
-                if n > rend - pos:
-                    raise _RecordError(f"key size {n} runs past the record", i, pos)
-                key = data[pos : pos + n]
-                pos += n
-            elif n == -1:
-                key = None
-            else:
-                raise _RecordError(f"invalid key size {n}", i, pos)
-            b = data[pos]
-            if b < 0x80:
-                n = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    n = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    n, pos = slow(data, pos, 5)
-            if n >= 0:
-                if n > rend - pos:
-                    raise _RecordError(f"value size {n} runs past the record", i, pos)
-                value = data[pos : pos + n]
-                pos += n
-            elif n == -1:
-                value = None
-            else:
-                raise _RecordError(f"invalid value size {n}", i, pos)
-            if data[pos] == 0:
-                headers = empty
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos, rend, i)
-            if pos != rend:
-                raise _RecordError(
-                    f"expected to read {length} bytes in record payload, but instead read {pos - rend + length}",
-                    i,
-                    rstart,
-                )
-            if no_seq:
-                seq = -1
-            else:
-                seq = base_seq + offset_delta
-                if seq > 0x7FFFFFFF:  # wraps to 0 past 2**31-1 (incrementSequence)
-                    seq -= 0x80000000
-            append(
-                new(
-                    base_offset + offset_delta,
-                    base_ts + ts_delta if append_ts is None else append_ts,
-                    key,
-                    value,
-                    headers,
-                    seq,
-                    rend - rstart,
-                )
-            )
-    except IndexError:
-        raise _RecordError(f"premature end of the batch after {i} of {count} records", i, end) from None
-    except _RecordError as e:
-        if e.index < 0:
-            e.index = i
-        raise
-    except InvalidRecordError as e:  # a malformed control record
-        raise _RecordError(e.reason, i, pos) from None
-    if pos != end:
-        raise _RecordError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
-    return records
-
-
-def _walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, bool, bool]:
-    """:func:`_decode_records` without the records: the same checks, returning the smallest
-    and largest timestamp delta, whether a key is null and whether the offset deltas are
-    0, 1, 2, ..."""
-    slow = _varint_slow
-    zz = _ZIGZAG
-    min_body = _MIN_RECORD_BODY
-    lo, hi = 2**63, -(2**63)
-    null_key = False
-    sequential = True
-    i = 0
-    try:
-        if count > (end - pos) // (min_body + 1):
-            raise _RecordError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
-        for i in range(count):
-            rstart = pos
-            b = data[pos]
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    length = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    length, pos = slow(data, pos, 5)
-            rend = pos + length
-            if length < min_body or rend > end:
-                raise _RecordError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
-            b = data[pos + 1]
-            if b < 0x80:
-                ts_delta = zz[b]
-                pos += 2
-            else:
-                b2 = data[pos + 2]
-                if b2 < 0x80:
-                    ts_delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 3
-                else:
-                    ts_delta, pos = slow(data, pos + 1, 10)
-            if ts_delta < lo:
-                lo = ts_delta
-            if ts_delta > hi:
-                hi = ts_delta
-            b = data[pos]  # the offset delta
-            if b < 0x80:
-                delta = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    delta, pos = slow(data, pos, 5)
-            if delta != i:
-                sequential = False
-            for what in ("key", "value"):
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                else:
-                    b2 = data[pos + 1]
-                    if b2 < 0x80:
-                        n = zz[(b & 0x7F) | (b2 << 7)]
-                        pos += 2
-                    else:
-                        n, pos = slow(data, pos, 5)
-                if n >= 0:
-                    if n > rend - pos:
-                        raise _RecordError(f"{what} size {n} runs past the record", i, pos)
-                    pos += n
-                elif n == -1:
-                    if what == "key":
-                        null_key = True
-                else:
-                    raise _RecordError(f"invalid {what} size {n}", i, pos)
-            if data[pos] == 0:
-                pos += 1
-            else:
-                _, pos = _decode_headers(data, pos, rend, i)
-            if pos != rend:
-                raise _RecordError(
-                    f"expected to read {length} bytes in record payload, but instead read {pos - rend + length}",
-                    i,
-                    rstart,
-                )
-    except IndexError:
-        raise _RecordError(f"premature end of the batch after {i} of {count} records", i, end) from None
-    except _RecordError as e:
-        if e.index < 0:
-            e.index = i
-        raise
-    if pos != end:
-        raise _RecordError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
-    return lo, hi, null_key, sequential
 
 
 # ----------------------------------------------------------------------------------------------
@@ -757,7 +544,7 @@ def encode_batch(
         count,
     )
     buf[RECORDS_OFFSET:] = payload
-    _CRC.pack_into(buf, CRC_OFFSET, _crc.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    _UINT32.pack_into(buf, CRC_OFFSET, _crc.crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return bytes(buf)
 
 
@@ -780,13 +567,13 @@ def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_type: Tim
     """Set the timestamp type and max timestamp of the v2 batch at ``pos`` and refresh its CRC
     (how a broker stamps LogAppendTime)."""
     view = memoryview(buf)
-    (attrs,) = struct.unpack_from(">h", view, pos + ATTRIBUTES_OFFSET)
+    (attrs,) = _INT16.unpack_from(view, pos + ATTRIBUTES_OFFSET)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attrs |= TIMESTAMP_TYPE_MASK
     else:
         attrs &= ~TIMESTAMP_TYPE_MASK
-    struct.pack_into(">h", view, pos + ATTRIBUTES_OFFSET, attrs)
+    _INT16.pack_into(view, pos + ATTRIBUTES_OFFSET, attrs)
     _INT64.pack_into(view, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
     (length,) = _INT32.unpack_from(view, pos + LENGTH_OFFSET)
     end = pos + LOG_OVERHEAD + length
-    _CRC.pack_into(view, pos + CRC_OFFSET, _crc.crc32c(view[pos + ATTRIBUTES_OFFSET : end]))
+    _UINT32.pack_into(view, pos + CRC_OFFSET, _crc.crc32c(view[pos + ATTRIBUTES_OFFSET : end]))

@@ -27,13 +27,27 @@ from typing import NamedTuple
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import CorruptRecordError, TruncatedRecordError
-from .legacy import LegacyRecordBatch, encode_message_set
-from .record import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, Record, RecordBatch, TimestampType
-from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, encode_batch, encode_record
+from .legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch, encode_message_set
+from .record import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    SIZE_OFFSET,
+    Record,
+    RecordBatch,
+    TimestampType,
+)
+from .recordbatch import (
+    RECORD_BATCH_OVERHEAD,
+    DefaultRecordBatch,
+    encode_batch,
+    encode_record,
+)
 
 _SIZE = struct.Struct(">i")
-#: Smallest legal value of the size field: a v0 message with null key and value.
-MIN_ENTRY_SIZE_FIELD = 14
+#: Smallest legal value of the size field (14): a v0 message with null key and value.
+MIN_ENTRY_SIZE_FIELD = RECORD_OVERHEAD_V0
 #: Largest entry a reader accepts unless told otherwise (the int32 size field's limit).
 DEFAULT_MAX_BATCH_SIZE = 0x7FFFFFFF
 
@@ -58,7 +72,7 @@ def frame_entry(
     """
     if remaining < LOG_OVERHEAD:
         return None
-    (size,) = _SIZE.unpack_from(buf, at + 8)
+    (size,) = _SIZE.unpack_from(buf, at + SIZE_OFFSET)
     if size < MIN_ENTRY_SIZE_FIELD:
         raise CorruptRecordError(
             f"record size {size} is less than the minimum record overhead ({MIN_ENTRY_SIZE_FIELD})",
@@ -73,10 +87,12 @@ def frame_entry(
         )
     if remaining < HEADER_SIZE_UP_TO_MAGIC:
         return None
-    magic = buf[at + 16]
+    magic = buf[at + MAGIC_OFFSET]
     if magic > MAGIC_V2:  # a signed byte: 128..255 are negative
         raise CorruptRecordError(
-            f"invalid magic found in record: {magic if magic < 128 else magic - 256}", file=file, position=position + 16
+            f"invalid magic found in record: {magic if magic < 128 else magic - 256}",
+            file=file,
+            position=position + MAGIC_OFFSET,
         )
     if remaining < size + LOG_OVERHEAD:
         return None

@@ -41,7 +41,7 @@ from kafkalog import (
     TimestampType,
     TruncatedRecordError,
 )
-from kafkalog import columnar
+from kafkalog import columnar, columnar_fast
 from kafkalog.columnar import RecordColumns, arrow_schema, arrow_type, decode_columns
 from kafkalog.crc import crc32c
 from kafkalog.recordbatch import DefaultRecordBatch, encode_batch, encode_record
@@ -162,23 +162,23 @@ def plain(on: bool = True):
 @contextlib.contextmanager
 def walk(vector: bool):
     """Force the record-length walk of the fast path: vectorised across batches, or in Python."""
-    saved = columnar._WALK_VECTOR_MIN_BATCHES
-    columnar._WALK_VECTOR_MIN_BATCHES = 1 if vector else 1 << 60
+    saved = columnar_fast._WALK_VECTOR_MIN_BATCHES
+    columnar_fast._WALK_VECTOR_MIN_BATCHES = 1 if vector else 1 << 60
     try:
         yield
     finally:
-        columnar._WALK_VECTOR_MIN_BATCHES = saved
+        columnar_fast._WALK_VECTOR_MIN_BATCHES = saved
 
 
 @contextlib.contextmanager
 def numpy_gather():
     """Gather keys, values and headers with numpy instead of pyarrow's take."""
-    saved = columnar._ARROW_GATHER
-    columnar._ARROW_GATHER = False
+    saved = columnar_fast._ARROW_GATHER
+    columnar_fast._ARROW_GATHER = False
     try:
         yield
     finally:
-        columnar._ARROW_GATHER = saved
+        columnar_fast._ARROW_GATHER = saved
 
 
 @contextlib.contextmanager
@@ -371,12 +371,12 @@ def test_many_small_batches_walk_record_lengths_vectorised():
     mr = MemoryRecords(b"".join(parts))
     want = iterator_rows(mr.batches())
     calls = []
-    real = columnar._record_ends_vector
-    columnar._record_ends_vector = lambda *a: calls.append(1) or real(*a)
+    real = columnar_fast._record_ends_vector
+    columnar_fast._record_ends_vector = lambda *a: calls.append(1) or real(*a)
     try:
         assert column_rows(decode_columns(mr)) == want
     finally:
-        columnar._record_ends_vector = real
+        columnar_fast._record_ends_vector = real
     assert calls  # the default thresholds chose the vectorised walk
     with walk(False):
         assert column_rows(decode_columns(mr)) == want
