@@ -27,6 +27,7 @@ from enum import IntEnum
 
 from ._types import BOOL, INT8, INT16, INT32, INT32_MAX, INT32_MIN, INT64, RECORDS, STRING, Array, Struct, _f, _struct
 
+
 class ApiKey(IntEnum):
     """Kafka's API keys (``ApiKeys.java``) for the APIs implemented here."""
 
@@ -78,10 +79,6 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = 76
     INVALID_RECORD = 87
 
-
-# -- primitive types ------------------------------------------------------------------------------
-
-INT32_MAX = 2**31 - 1
 
 # -- the schemas (Kafka's JSON specs, restricted to what the served versions use) ------------------
 
