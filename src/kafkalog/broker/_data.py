@@ -303,32 +303,31 @@ def _check_produce_records(version: int, records: memoryview | None) -> tuple[Er
     return None
 
 
+#: The Kafka error code of each kafkalog error an append or a read raises, first match wins
+#: (a record set too large for a segment is RECORD_LIST_TOO_LARGE, see :func:`_error_code`).
+_ERROR_CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ErrorCode], ...] = (
+    (InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
+    ((CorruptRecordError, TruncatedRecordError), ErrorCode.CORRUPT_MESSAGE),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (UnsupportedCodecError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
+    (InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
+    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (LogClosedError, ErrorCode.NOT_LEADER_OR_FOLLOWER),  # shutting down: retriable
+    (OSError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+
+
 def _error_code(e: BaseException) -> ErrorCode:
     """The Kafka error code for a kafkalog error raised by an append or a read."""
-    if isinstance(e, InvalidTimestampError):
-        return ErrorCode.INVALID_TIMESTAMP
-    if isinstance(e, (CorruptRecordError, TruncatedRecordError)):
-        return ErrorCode.CORRUPT_MESSAGE
-    if isinstance(e, InvalidRecordError):
-        return ErrorCode.INVALID_RECORD
-    if isinstance(e, RecordTooLargeError):
-        return ErrorCode.RECORD_LIST_TOO_LARGE if "segment size" in str(e) else ErrorCode.MESSAGE_TOO_LARGE
-    if isinstance(e, UnsupportedCodecError):
-        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-    if isinstance(e, InvalidProducerEpochError):
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    if isinstance(e, OutOfOrderSequenceError):
-        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    if isinstance(e, TransactionCoordinatorFencedError):
-        return ErrorCode.TRANSACTION_COORDINATOR_FENCED
-    if isinstance(e, InvalidTxnStateError):
-        return ErrorCode.INVALID_TXN_STATE
-    if isinstance(e, OffsetOutOfRangeError):
-        return ErrorCode.OFFSET_OUT_OF_RANGE
-    if isinstance(e, LogClosedError):
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER  # shutting down: retriable
-    if isinstance(e, OSError):
-        return ErrorCode.KAFKA_STORAGE_ERROR
+    for types, code in _ERROR_CODES:
+        if isinstance(e, types):
+            if code is ErrorCode.MESSAGE_TOO_LARGE and "segment size" in str(e):
+                return ErrorCode.RECORD_LIST_TOO_LARGE
+            return code
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 

@@ -201,6 +201,8 @@ class MessageReader(Reader):
         return _int32(read[0])  # readUnsignedVarint returns a Java int
 
     def take(self, n: int, what: str) -> memoryview:
+        if n < 0:  # a tagged field's size above 2**31: Java's NegativeArraySizeException
+            raise self.error(str(n))
         if n > self.remaining:
             raise self.error(f"Error reading byte array of {n} byte(s): only {self.remaining} byte(s) available")
         view = self.buf[self.pos:self.pos + n]
