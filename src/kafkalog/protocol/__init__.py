@@ -9,7 +9,7 @@ The public API of this package is what it exports here; its modules are private.
 from __future__ import annotations
 
 from ._apis import APIS, ApiKey, ApiSpec, ErrorCode, request_header_version, response_header_version, supported_api_versions
-from ._codec import MessageReader, Reader, read_message, to_json
+from ._codec import MessageReader, Reader, read_message, to_json, write_message
 from ._frames import (
     Request,
     ResponseFrame,
@@ -86,6 +86,7 @@ __all__ = [
     "Reader",
     "MessageReader",
     "read_message",
+    "write_message",
     "to_json",
     "coordinator_record_schemas",
     "GROUP_METADATA_VALUE",

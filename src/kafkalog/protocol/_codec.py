@@ -331,6 +331,19 @@ def read_message(message: Message, reader: Reader, version: int) -> dict[str, An
     return decode_struct(reader, message.struct, version, message.flexible(version), message.name)
 
 
+def write_message(message: Message, values: dict[str, Any], version: int) -> bytes:
+    """Encode ``message`` at ``version`` (without the version prefix, which the caller writes).
+
+    Raises:
+        ProtocolError: a version the message lacks, or a value that does not fit its field.
+    """
+    if not message.has_version(version):
+        raise ProtocolError(f"Can't write version {version} of {message.name}")
+    w = Writer()
+    encode_struct(w, message.struct, values, version, message.flexible(version), message.name)
+    return bytes(w.buf)
+
+
 # -- JSON -----------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from ..errors import KafkalogError
 
@@ -113,10 +113,6 @@ def _versions(spec: str) -> tuple[int, int]:
     return (int(spec), int(spec))
 
 
-#: A field's type: a primitive, an :class:`Array` or a :class:`Struct`.
-FieldType = Union[_Prim, "Array", "Struct"]
-
-
 @dataclass(frozen=True, eq=False)
 class Field:
     """One field of a schema: its name, type, the versions it exists in, the versions it may be
@@ -124,7 +120,7 @@ class Field:
     tagged field its tag (written only when it differs from the default)."""
 
     name: str
-    type: Any  # a FieldType
+    type: Any  # a primitive, an Array or a Struct
     versions: tuple[int, int] = (0, VERSION_MAX)
     nullable: tuple[int, int] = (1, 0)
     default: Any = None
@@ -146,7 +142,7 @@ class Field:
 class Array:
     """An array of a primitive type or of a :class:`Struct`."""
 
-    element: Any  # a FieldType
+    element: Any  # a primitive or a Struct
 
 
 @dataclass(frozen=True, eq=False)
