@@ -316,13 +316,21 @@ def supported_api_versions() -> list[dict[str, int]]:
     return [{"api_key": int(s.key), "min_version": s.min_version, "max_version": s.max_version} for s in APIS.values()]
 
 
+#: Request header v1 (a client id) and v2 (then tagged fields), response header v0 (the
+#: correlation id) and v1 (then tagged fields): the second of each for flexible versions.
+REQUEST_HEADER_V1 = 1
+REQUEST_HEADER_V2 = 2
+RESPONSE_HEADER_V0 = 0
+RESPONSE_HEADER_V1 = 1
+
+
 def request_header_version(api_key: int, api_version: int) -> int:
     """Kafka's ``ApiKeys.requestHeaderVersion``: 2 for flexible versions, else 1. For
     ApiVersions this holds for any version, supported or not (a client always sends its newest)."""
     spec = APIS.get(api_key)
     if spec is None:
         raise KeyError(api_key)
-    return 2 if spec.flexible(api_version) else 1
+    return REQUEST_HEADER_V2 if spec.flexible(api_version) else REQUEST_HEADER_V1
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
@@ -330,5 +338,5 @@ def response_header_version(api_key: int, api_version: int) -> int:
     for ApiVersions (a client must read it before it knows which versions the broker has)."""
     spec = APIS[api_key]
     if api_key == ApiKey.API_VERSIONS:
-        return 0
-    return 1 if spec.flexible(api_version) else 0
+        return RESPONSE_HEADER_V0
+    return RESPONSE_HEADER_V1 if spec.flexible(api_version) else RESPONSE_HEADER_V0

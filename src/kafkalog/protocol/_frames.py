@@ -16,7 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ._apis import APIS, ApiKey, ApiSpec, request_header_version, response_header_version
+from ._apis import (
+    APIS,
+    REQUEST_HEADER_V1,
+    REQUEST_HEADER_V2,
+    RESPONSE_HEADER_V1,
+    ApiKey,
+    ApiSpec,
+    request_header_version,
+    response_header_version,
+)
 from ._codec import Reader, Writer, decode_struct, encode_struct, encode_value, is_bytes_like, uvarint
 from ._types import INT16, INT32, STRING, Field, ProtocolError, Struct, UnsupportedApiError
 
@@ -24,14 +33,8 @@ _I16 = INT16.fmt
 _I32 = INT32.fmt
 #: The 4-byte size prefix of every frame, filled in once the frame is complete.
 _SIZE_PREFIX = bytes(_I32.size)
-#: The request header version from which the header ends with tagged fields, and the
-#: response header version from which it does.
-_TAGGED_REQUEST_HEADER = 2
-_TAGGED_RESPONSE_HEADER = 1
 #: A header's tagged fields: none (a zero count).
 _NO_TAGGED_FIELDS = uvarint(0)
-#: The client id is written as in request header v1, whatever the header version.
-_CLIENT_ID_VERSION = 1
 
 
 def _spec(api_key: int, version: int, *, correlation_id: int | None = None) -> ApiSpec:
@@ -123,7 +126,7 @@ def decode_response(api_key: int, version: int, frame: bytes | bytearray | memor
     spec = _spec(api_key, version)
     r = Reader(frame)
     correlation_id = r.fixed(_I32, "response header correlation_id")
-    if response_header_version(api_key, version) >= _TAGGED_RESPONSE_HEADER:
+    if response_header_version(api_key, version) >= RESPONSE_HEADER_V1:
         r.tagged_fields("response header")
     return correlation_id, decode_struct(r, spec.response, version, spec.flexible(version), spec.key.name)
 
@@ -149,8 +152,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, body: dict[s
     w = Writer()
     w.buf += _SIZE_PREFIX
     w.buf += _I16.pack(api_key) + _I16.pack(version) + _I32.pack(correlation_id)
-    encode_value(w, STRING, client_id, True, _CLIENT_ID_VERSION, False, "request header client_id")
-    if request_header_version(api_key, version) >= _TAGGED_REQUEST_HEADER:
+    # The client id keeps header v1's int16 length whatever the header version.
+    encode_value(w, STRING, client_id, True, REQUEST_HEADER_V1, False, "request header client_id")
+    if request_header_version(api_key, version) >= REQUEST_HEADER_V2:
         w.buf += _NO_TAGGED_FIELDS
     encode_struct(w, spec.request, body, version, spec.flexible(version), spec.key.name)
     frame = bytearray(_join(*w.finish()))
@@ -209,7 +213,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: dict[
     w = Writer()
     w.buf += _SIZE_PREFIX
     w.buf += _I32.pack(correlation_id)
-    if response_header_version(api_key, version) >= _TAGGED_RESPONSE_HEADER:
+    if response_header_version(api_key, version) >= RESPONSE_HEADER_V1:
         w.buf += _NO_TAGGED_FIELDS
     encode_struct(w, spec.response, body, version, spec.flexible(version), spec.key.name)
     parts, size = w.finish()
