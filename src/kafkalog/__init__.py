@@ -160,6 +160,7 @@ from .retention import (
     plan_retention,
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
+from .log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP
 
 __version__ = "0.1.0"
 
@@ -297,4 +298,6 @@ __all__ = [
     "TXN_INDEX_ENTRY",
     "SNAPSHOT_HEADER",
     "SNAPSHOT_ENTRY",
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
 ]

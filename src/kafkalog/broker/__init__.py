@@ -6,7 +6,11 @@ The public API of this package is what it exports here; its modules are private.
 
 from __future__ import annotations
 
-from ._broker import Broker, BrokerConfig, METADATA_FILE, main, validate_topic_name
+from .. import validate_topic_name
+from ._config import BrokerConfig
+from ._main import main
+from ._server import Broker
+from ._state import METADATA_FILE
 
 __all__ = [
     "Broker",

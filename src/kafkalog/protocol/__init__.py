@@ -1,31 +1,18 @@
-"""Kafka's wire protocol: the message schemas of the APIs the broker serves, and one
-interpreter that decodes and encodes them (requests, responses, headers, tagged fields).
+"""Kafka's message schemas and the one interpreter that reads and writes them: the requests and
+responses of the APIs the broker serves (headers, versions, tagged fields), and the records Kafka
+writes into its own logs (``__consumer_offsets``, ``__transaction_state``, the consumer
+protocol, KRaft control records) that ``kafkalog dump`` decodes.
 
 The public API of this package is what it exports here; its modules are private.
 """
 
 from __future__ import annotations
 
-from ._wire import (
-    APIS,
-    ApiKey,
-    ApiSpec,
-    Array,
-    BOOL,
-    BYTES,
-    ErrorCode,
-    Field,
-    INT16,
-    INT32,
-    INT64,
-    INT8,
-    ProtocolError,
-    RECORDS,
+from ._apis import APIS, ApiKey, ApiSpec, ErrorCode, request_header_version, response_header_version, supported_api_versions
+from ._codec import MessageReader, Reader, read_message, to_json, write_message
+from ._frames import (
     Request,
     ResponseFrame,
-    STRING,
-    Struct,
-    UnsupportedApiError,
     decode_body,
     decode_request,
     decode_response,
@@ -33,9 +20,33 @@ from ._wire import (
     encode_request,
     encode_response,
     iter_fields,
-    request_header_version,
-    response_header_version,
-    supported_api_versions,
+)
+from ._records import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    GROUP_METADATA_VALUE,
+    KRAFT_CONTROL_RECORDS,
+    TRANSACTION_LOG_KEY,
+    TRANSACTION_LOG_VALUE,
+    coordinator_record_schemas,
+)
+from ._types import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Field,
+    Message,
+    ProtocolError,
+    Struct,
+    UnsupportedApiError,
 )
 
 __all__ = [
@@ -68,4 +79,20 @@ __all__ = [
     "decode_body",
     "encode_body",
     "iter_fields",
+    # the record schemas and the reader the dump decodes them with
+    "UINT16",
+    "UUID",
+    "Message",
+    "Reader",
+    "MessageReader",
+    "read_message",
+    "write_message",
+    "to_json",
+    "coordinator_record_schemas",
+    "GROUP_METADATA_VALUE",
+    "CONSUMER_PROTOCOL_SUBSCRIPTION",
+    "CONSUMER_PROTOCOL_ASSIGNMENT",
+    "TRANSACTION_LOG_KEY",
+    "TRANSACTION_LOG_VALUE",
+    "KRAFT_CONTROL_RECORDS",
 ]

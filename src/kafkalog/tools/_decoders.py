@@ -6,10 +6,29 @@ import base64
 import json
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
-from ..record import Record
+from typing import Any, NamedTuple
+
+from .. import Record
+from ..protocol import (
+    CONSUMER_PROTOCOL_ASSIGNMENT,
+    CONSUMER_PROTOCOL_SUBSCRIPTION,
+    GROUP_METADATA_VALUE,
+    INT16,
+    TRANSACTION_LOG_KEY,
+    TRANSACTION_LOG_VALUE,
+    Message,
+    MessageReader,
+    ProtocolError,
+    coordinator_record_schemas,
+    read_message,
+    to_json,
+)
 from ._jvm import _jackson, _scala_topic_partition_set
-from ._schemas import _CONSUMER_ASSIGNMENT, _CONSUMER_GROUP_KEYS, _CONSUMER_GROUP_VALUES, _CONSUMER_SUBSCRIPTION, _GROUP_METADATA_KEY, _GROUP_METADATA_VALUE, _Message, _OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE, _ReadError, _Reader, _TXN_LOG_KEY, _TXN_LOG_VALUE, _read_message, _to_json
+
+#: A message's version, read before it (an int16, as Kafka's serdes read it).
+_VERSION = INT16.fmt
+#: Raised where Kafka's tool would throw; its message is what the dump shows.
+_ReadError = ProtocolError
 
 # ------------------------------------------------------------------------------------------------
 # Key and value parsers (DumpLogSegments' MessageParser implementations)
@@ -124,25 +143,26 @@ class _OffsetsParser:
                 kafka_fails=True,
             )
         try:
-            key_reader = _Reader(record.key)
-            if key_reader.remaining < 2:
+            key_reader = MessageReader(record.key)
+            if key_reader.remaining < _VERSION.size:
                 raise _ReadError("Could not read version from key's buffer.")
-            record_type = key_reader.fixed("int16")
-            key_message, value_message = self._messages(record_type)  # type: ignore[arg-type]
-            if key_message is None:
+            record_type = key_reader.fixed(_VERSION, "record type")
+            messages = coordinator_record_schemas(record_type)
+            if messages is None:
                 text = f"Unknown record type {record_type} at offset {record.offset}, skipping."
                 return _Parsed(_Datum(text, None), None, text)
-            key_fields = self._read(key_message, key_reader, record_type, "key")  # type: ignore[arg-type]
-            key_json = {"type": str(record_type), "data": _to_json(key_message.fields, key_fields, record_type)}
+            key_message, value_message = messages
+            key_fields = self._read(key_message, key_reader, record_type, "key")
+            key_json = {"type": str(record_type), "data": to_json(key_message, key_fields, record_type)}
             if record.value is None:
                 return _Parsed(_Datum(_jackson(key_json), key_json), _Datum("<DELETE>", None))
-            value_reader = _Reader(record.value)
-            if value_reader.remaining < 2:
+            value_reader = MessageReader(record.value)
+            if value_reader.remaining < _VERSION.size:
                 raise _ReadError("Could not read version from value's buffer.")
-            version = value_reader.fixed("int16")
-            values = self._read(value_message, value_reader, version, "value")  # type: ignore[arg-type]
-            data = _to_json(value_message.fields, values, version)  # type: ignore[union-attr,arg-type]
-            if value_message is _GROUP_METADATA_VALUE:
+            version = value_reader.fixed(_VERSION, "version")
+            values = self._read(value_message, value_reader, version, "value")
+            data = to_json(value_message, values, version)
+            if value_message is GROUP_METADATA_VALUE:
                 _expand_consumer_protocol(data)
             value_json = {"version": str(version), "data": data}
         except _ReadError as e:
@@ -150,39 +170,31 @@ class _OffsetsParser:
         return _Parsed(_Datum(_jackson(key_json), key_json), _Datum(_jackson(value_json), value_json))
 
     @staticmethod
-    def _messages(record_type: int) -> tuple[_Message | None, _Message | None]:
-        # CoordinatorRecordSerde: the key's version is the record type.
-        if record_type in (0, 1):
-            return _OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE
-        if record_type == 2:
-            return _GROUP_METADATA_KEY, _GROUP_METADATA_VALUE
-        return _CONSUMER_GROUP_KEYS.get(record_type), _CONSUMER_GROUP_VALUES.get(record_type)
-
-    @staticmethod
-    def _read(message: _Message, reader: _Reader, version: int, what: str) -> dict:
+    def _read(message: Message, reader: MessageReader, version: int, what: str) -> dict[str, Any]:
         try:
-            return _read_message(message, reader, version)
+            return read_message(message, reader, version)
         except _ReadError as e:
             raise _ReadError(
                 f"Could not read record with version {version} from {what}'s buffer due to: {e}."
             ) from None
 
 
-def _expand_consumer_protocol(data: dict) -> None:
+def _expand_consumer_protocol(data: dict[str, Any]) -> None:
     """For a "consumer" group, replace each member's subscription and assignment bytes by their
     decoded form, keeping the bytes when they do not decode (as Kafka does)."""
     if data.get("protocolType") != "consumer":
         return
     for member in data.get("members") or ():
-        for field, message in (("subscription", _CONSUMER_SUBSCRIPTION), ("assignment", _CONSUMER_ASSIGNMENT)):
+        for field, message in (("subscription", CONSUMER_PROTOCOL_SUBSCRIPTION),
+                               ("assignment", CONSUMER_PROTOCOL_ASSIGNMENT)):
             encoded = member.get(field)
             if encoded is None:
                 continue
             try:
-                r = _Reader(base64.b64decode(encoded))
-                version = r.fixed("int16")
-                values = _read_message(message, r, version)  # type: ignore[arg-type]
-                member[field] = _to_json(message.fields, values, version)  # type: ignore[arg-type]
+                r = MessageReader(base64.b64decode(encoded))
+                version = r.fixed(_VERSION, "version")
+                values = read_message(message, r, version)
+                member[field] = to_json(message, values, version)
             except _ReadError:
                 pass
 
@@ -206,12 +218,12 @@ class _TransactionLogParser:
         try:
             if record.key is None:
                 raise _ReadError("the record has no key")
-            r = _Reader(record.key)
-            version = r.fixed("int16")
-            if not _TXN_LOG_KEY.versions[0] <= version <= _TXN_LOG_KEY.versions[1]:  # type: ignore[operator]
+            r = MessageReader(record.key)
+            version = r.fixed(_VERSION, "version")
+            if not TRANSACTION_LOG_KEY.has_version(version):
                 text = f"unknown::version={version}"
                 return _Parsed(_Datum(text, {"unknownKeyVersion": version}), None)
-            txn_id = _read_message(_TXN_LOG_KEY, r, version)["transactionalId"]  # type: ignore[arg-type]
+            txn_id = read_message(TRANSACTION_LOG_KEY, r, version)["transactionalId"]
             key = _Datum(f"transaction_metadata::transactionalId={txn_id}", {"transactionalId": txn_id})
             if record.value is None:
                 return _Parsed(key, _Datum("<DELETE>", None))
@@ -221,11 +233,11 @@ class _TransactionLogParser:
 
     @staticmethod
     def _value(data: bytes) -> _Datum:
-        r = _Reader(data)
-        version = r.fixed("int16")
-        if not _TXN_LOG_VALUE.versions[0] <= version <= _TXN_LOG_VALUE.versions[1]:  # type: ignore[operator]
+        r = MessageReader(data)
+        version = r.fixed(_VERSION, "version")
+        if not TRANSACTION_LOG_VALUE.has_version(version):
             raise _ReadError(f"Unknown version {version} from the transaction log message value")
-        v = _read_message(_TXN_LOG_VALUE, r, version)  # type: ignore[arg-type]
+        v = read_message(TRANSACTION_LOG_VALUE, r, version)
         status = v["transactionStatus"]
         if not 0 <= status < len(_TXN_STATES):
             raise _ReadError(f"Unknown transaction state id {status} from the transaction status message")

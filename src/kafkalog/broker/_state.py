@@ -1,0 +1,364 @@
+"""The broker's state: its topics and partitions (each a :class:`~kafkalog.Log`), the log
+directory's lock and the broker's metadata file, topic creation and retention.
+
+**State on disk.** Besides the partition directories (and Log's own checkpoint files), the log
+directory holds ``kafkalog-broker.json`` — the cluster id, each topic's id, partition count and
+config overrides, and the start of the next block of producer ids — rewritten atomically
+(:func:`kafkalog.write_atomically`) on every change, and ``.kafkalog-broker.lock`` (an
+``flock`` so two brokers never share a directory; Log's ``.lock`` stays Log's). Producer ids are handed
+out in blocks of 1,000 as Kafka's ``ProducerIdManager`` does: the block end is made durable
+before an id of it is returned, so ids are never reused after a restart or a crash. A directory
+without the file (written by Log directly, or copied from a Kafka broker) is taken as it is:
+every ``<topic>-<partition>`` directory becomes a partition, with the broker's default config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import (
+    Log,
+    LogConfig,
+    new_topic_id,
+    parse_partition_dir,
+    validate_topic_name,
+    write_atomically,
+)
+from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
+from ..protocol import ErrorCode
+from ._config import BrokerConfig
+
+_log = logging.getLogger(__package__)
+
+#: The broker's own state file in the log directory.
+METADATA_FILE = "kafkalog-broker.json"
+_METADATA_VERSION = 0
+#: The broker's lock on the log directory (Log's ``.lock`` stays Log's).
+_LOCK_FILE = ".kafkalog-broker.lock"
+#: Kafka's ProducerIdManager hands out ids in blocks of this size.
+PRODUCER_ID_BLOCK_SIZE = 1000
+#: A bound of this demonstration broker (Kafka has none): one CreateTopics cannot ask it to open
+#: a million directories.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+def _collides(a: str, b: str) -> bool:
+    """Kafka's ``Topic.hasCollision``: '.' and '_' map to the same metric name."""
+    return a != b and a.replace(".", "_") == b.replace(".", "_")
+
+
+class _Partition:
+    """One partition: its log, its leader epoch and the fetches waiting for its next append."""
+
+    __slots__ = ("topic", "index", "log", "epoch", "waiters")
+
+    def __init__(self, topic: str, index: int, log: Log) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        latest = log.latest_epoch
+        self.epoch = latest if latest is not None and latest > 0 else 0
+        self.waiters: set[asyncio.Future] = set()
+
+    def notify(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+
+@dataclass
+class _Topic:
+    """A topic: its id, its config overrides and its open partitions."""
+
+    name: str
+    topic_id: str | None
+    overrides: dict[str, str]
+    partitions: list[_Partition]
+    #: While the topic is being created: the partitions it will have (their logs not yet open).
+    planned: int = 0
+
+    @property
+    def partition_count(self) -> int:
+        return max(len(self.partitions), self.planned)
+
+
+class _Close(Exception):
+    """Close this connection without answering (acks=0 produce that failed, as Kafka does)."""
+
+
+class _BrokerState:
+    """The topics, partitions and metadata of a :class:`~kafkalog.broker.Broker`, and the
+    event loop and thread pool it runs on; the request handlers and the server build on it.
+
+    Not thread-safe: it belongs to the event loop that started the broker; blocking work
+    (opening logs, writing the metadata file) runs on the thread pool.
+    """
+
+    def __init__(self, log_dir: str | os.PathLike, *, host: str, port: int,
+                 config: Mapping[str, str] | None) -> None:
+        self.log_dir = Path(log_dir)
+        self.config = BrokerConfig.from_properties(config)
+        self._host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._topics: dict[str, _Topic] = {}
+        self._cluster_id = self.config.cluster_id or ""
+        self._next_producer_id = 0
+        self._producer_id_block_end = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock_fd: int | None = None
+        self._admin_lock: asyncio.Lock | None = None
+        self._stopping = False
+
+    # -- facts ---------------------------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The address the broker listens on."""
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The port the broker listens on (after :meth:`start`)."""
+        if self._port is None:
+            raise RuntimeError("the broker is not started")
+        return self._port
+
+    @property
+    def advertised_host(self) -> str:
+        """The host name Metadata responses give clients."""
+        if self.config.advertised_host:
+            return self.config.advertised_host
+        return self._host if self._host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers``."""
+        host = self.advertised_host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def topics(self) -> dict[str, int]:
+        """Topic name -> number of partitions."""
+        return {name: len(t.partitions) for name, t in self._topics.items()}
+
+    def log(self, topic: str, partition: int) -> Log:
+        """The :class:`Log` of one partition (for inspection; the broker owns it).
+
+        Raises:
+            KeyError: no such partition.
+        """
+        t = self._topics[topic]
+        if not 0 <= partition < len(t.partitions):
+            raise KeyError(f"{topic}-{partition}")
+        return t.partitions[partition].log
+
+    # -- loading and the metadata file ------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        # Not kafkalog.lock_directory: it locks ".lock", which every Log of this process already
+        # shares (one flock on the log directory), and a second flock of it would conflict.
+        fd = os.open(self.log_dir / _LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # not POSIX: no cross-process protection
+            pass
+        except OSError:
+            os.close(fd)
+            raise KafkalogError("the log directory is in use by another broker", file=str(self.log_dir)) from None
+        self._lock_fd = fd
+
+    def _read_metadata(self) -> dict[str, Any]:
+        path = self.log_dir / METADATA_FILE
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        hint = "; delete it to rediscover the topics from their directories with the default config"
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CorruptCheckpointError(f"not JSON ({e}){hint}", file=str(path)) from None
+        if not isinstance(data, dict) or data.get("version") != _METADATA_VERSION:
+            raise CorruptCheckpointError(f"not a version-{_METADATA_VERSION} broker metadata file{hint}", file=str(path))
+        topics = data.get("topics", {})
+        block = data.get("next_producer_id_block", 0)
+        ok = (
+            isinstance(topics, dict)
+            and isinstance(block, int) and not isinstance(block, bool) and block >= 0
+            and isinstance(data.get("cluster_id", ""), str)
+        )
+        for name, t in topics.items() if ok else ():
+            ok = (
+                validate_topic_name(name) is None
+                and isinstance(t, dict)
+                and isinstance(t.get("partitions"), int)
+                and 0 < t["partitions"] <= MAX_PARTITIONS_PER_TOPIC
+                and isinstance(t.get("configs", {}), dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in t.get("configs", {}).items())
+                and (t.get("topic_id") is None or isinstance(t.get("topic_id"), str))
+            )
+            if not ok:
+                break
+        if not ok:
+            raise CorruptCheckpointError(f"malformed broker metadata{hint}", file=str(path))
+        return data
+
+    def _write_metadata(self, topics: Mapping[str, _Topic], block_end: int) -> None:
+        data = {
+            "version": _METADATA_VERSION,
+            "cluster_id": self._cluster_id,
+            "next_producer_id_block": block_end,
+            "topics": {
+                name: {"topic_id": t.topic_id, "partitions": t.partition_count, "configs": t.overrides}
+                for name, t in sorted(topics.items())
+            },
+        }
+        write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1, sort_keys=True).encode() + b"\n")
+
+    def _load(self) -> None:
+        """Lock the directory, read the metadata file, open every partition (blocking)."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        meta = self._read_metadata()
+        if not self._cluster_id:
+            self._cluster_id = meta.get("cluster_id") or _new_cluster_id()
+        found: dict[str, set[int]] = {}
+        for entry in os.scandir(self.log_dir):
+            if not entry.is_dir():
+                continue
+            try:
+                topic, partition = parse_partition_dir(entry.name)
+            except InvalidConfigError:
+                continue  # not a partition directory (Kafka's "-delete"/"-future" ones included)
+            if validate_topic_name(topic) is None:
+                found.setdefault(topic, set()).add(partition)
+        declared = meta.get("topics", {})
+        for name, partitions in found.items():
+            if max(partitions) >= MAX_PARTITIONS_PER_TOPIC:
+                raise KafkalogError(
+                    f"partition directory {name}-{max(partitions)} is beyond this broker's limit of "
+                    f"{MAX_PARTITIONS_PER_TOPIC} partitions a topic", file=str(self.log_dir)
+                )
+        for name in sorted(set(found) | set(declared)):
+            spec = declared.get(name, {})
+            count = max(spec.get("partitions", 0), max(found.get(name, {-1})) + 1)
+            overrides = dict(spec.get("configs", {}))
+            topic_id = spec.get("topic_id")
+            config = self.config.topic_config(overrides)
+            topic = _Topic(name, topic_id, overrides, [])
+            self._topics[name] = topic
+            for index in range(count):
+                topic.partitions.append(_Partition(name, index, self._open_log(name, index, config, topic_id)))
+        max_seen = -1
+        for topic in self._topics.values():
+            for partition in topic.partitions:
+                ids = partition.log.producer_state.active_producers
+                if ids:
+                    max_seen = max(max_seen, max(ids))
+        start = max(int(meta.get("next_producer_id_block", 0)), max_seen + 1)
+        self._next_producer_id = self._producer_id_block_end = start
+        if not meta or found.keys() - declared.keys() or meta.get("cluster_id") != self._cluster_id:
+            self._write_metadata(self._topics, start)
+
+    def _open_log(self, topic: str, index: int, config: LogConfig, topic_id: str | None) -> Log:
+        try:
+            return Log.open(
+                self.log_dir / f"{topic}-{index}",
+                config,
+                topic_id=topic_id,
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+            )
+        except InvalidConfigError:
+            # partition.metadata names another topic id (a directory from elsewhere): keep its own.
+            return Log.open(self.log_dir / f"{topic}-{index}", config,
+                            producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+
+    def _close_logs(self) -> None:
+        for topic in self._topics.values():
+            for partition in topic.partitions:
+                try:
+                    partition.log.close()
+                except (KafkalogError, OSError):
+                    _log.exception("closing %s-%d failed", topic.name, partition.index)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _create_topic_blocking(self, name: str, count: int, overrides: dict[str, str], config: LogConfig) -> _Topic:
+        topic = _Topic(name, new_topic_id(), overrides, [])
+        # Declare first: a crash between the two steps leaves a topic whose directories the next
+        # start creates, never directories the metadata does not know.
+        declared = _Topic(name, topic.topic_id, overrides, [], planned=count)
+        self._write_metadata({**self._topics, name: declared}, self._producer_id_block_end)
+        try:
+            for index in range(count):
+                topic.partitions.append(_Partition(name, index, self._open_log(name, index, config, topic.topic_id)))
+        except BaseException:
+            for partition in topic.partitions:
+                with contextlib.suppress(KafkalogError, OSError):
+                    partition.log.close()
+            with contextlib.suppress(OSError):
+                self._write_metadata(self._topics, self._producer_id_block_end)
+            raise
+        return topic
+
+    async def _create_topic(self, name: str, count: int, overrides: dict[str, str], config: LogConfig) -> None:
+        assert self._loop is not None
+        topic = await self._loop.run_in_executor(
+            self._executor, self._create_topic_blocking, name, count, overrides, config
+        )
+        self._topics[name] = topic
+        _log.info("created topic %s with %d partitions", name, count)
+
+    def _topic_error(self, name: str) -> tuple[ErrorCode, str] | None:
+        """Why ``name`` cannot be created, or None."""
+        reason = validate_topic_name(name)
+        if reason is not None:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
+        if name in self._topics:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        for existing in self._topics:
+            if _collides(name, existing):
+                return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {existing}"
+        return None
+
+    async def _retention_loop(self) -> None:
+        assert self._loop is not None
+        interval = self.config.retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for topic in list(self._topics.values()):
+                for partition in topic.partitions:
+                    try:
+                        await self._loop.run_in_executor(self._executor, partition.log.delete_old_segments)
+                    except (KafkalogError, OSError):
+                        _log.exception("retention of %s-%d failed", topic.name, partition.index)
+
+    def _partition(self, topic: str, index: int) -> _Partition | None:
+        t = self._topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    async def _in_executor(self, fn: Callable[..., Any], *args: Any) -> Any:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+
+def _new_cluster_id() -> str:
+    return new_topic_id()  # Kafka's cluster ids are random UUIDs in the same base64 form

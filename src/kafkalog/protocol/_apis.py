@@ -1,0 +1,342 @@
+"""The APIs kafkalog's broker serves, written by hand from Kafka's message specs
+(``clients/src/main/resources/common/message/*.json``): API keys, error codes, and each
+request and response schema declared once, as data, under Kafka's names in snake case
+(``TopicData`` -> ``topic_data``), with the versions served and the header versions.
+
+=================  =======  ============================================================
+API (key)          versions notes
+=================  =======  ============================================================
+Produce (0)        3-8      records stay a memoryview of the request (no copy)
+Fetch (1)          4-11     records may be file slices, sent with sendfile after the headers
+ListOffsets (2)    1-5
+Metadata (3)       0-8
+FindCoordinator    0-2
+(10)
+ApiVersions (18)   0-3      v3 is flexible (compact strings/arrays, tagged fields); a request
+                            above v3 is answered in the v0 layout (Kafka's KIP-511 rule)
+CreateTopics (19)  0-4
+InitProducerId     0-1
+(22)
+=================  =======  ============================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ._types import BOOL, INT8, INT16, INT32, INT32_MAX, INT32_MIN, INT64, RECORDS, STRING, Array, Struct, _f, _struct
+
+
+class ApiKey(IntEnum):
+    """Kafka's API keys (``ApiKeys.java``) for the APIs implemented here."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    INIT_PRODUCER_ID = 22
+
+
+class ErrorCode(IntEnum):
+    """The error codes kafkalog's broker answers with (Kafka's ``Errors.java``)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    COORDINATOR_NOT_AVAILABLE = 15
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    TRANSACTION_COORDINATOR_FENCED = 52
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    KAFKA_STORAGE_ERROR = 56
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    INVALID_RECORD = 87
+
+
+# -- the schemas (Kafka's JSON specs, restricted to what the served versions use) ------------------
+
+REQUEST_HEADER = _struct(
+    _f("request_api_key", INT16),
+    _f("request_api_version", INT16),
+    _f("correlation_id", INT32),
+    _f("client_id", STRING, "1+", nullable="1+", default=""),
+)
+
+API_VERSIONS_REQUEST = _struct(
+    _f("client_software_name", STRING, "3+"),
+    _f("client_software_version", STRING, "3+"),
+)
+API_VERSIONS_RESPONSE = _struct(
+    _f("error_code", INT16),
+    _f("api_keys", [_f("api_key", INT16), _f("min_version", INT16), _f("max_version", INT16)]),
+    _f("throttle_time_ms", INT32, "1+"),
+    # v3+ tagged fields (SupportedFeatures, FinalizedFeatures*, ZkMigrationReady) are not sent;
+    # received ones are kept raw under "_tagged_fields".
+)
+
+METADATA_REQUEST = _struct(
+    # v0: an empty array means all topics; v1+: null means all topics, empty means none.
+    _f("topics", [_f("name", STRING)], nullable="1+"),
+    _f("allow_auto_topic_creation", BOOL, "4+", default=True),
+    _f("include_cluster_authorized_operations", BOOL, "8-10"),
+    _f("include_topic_authorized_operations", BOOL, "8+"),
+)
+METADATA_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32, "3+"),
+    _f("brokers", [
+        _f("node_id", INT32),
+        _f("host", STRING),
+        _f("port", INT32),
+        _f("rack", STRING, "1+", nullable="1+", default=None),
+    ]),
+    _f("cluster_id", STRING, "2+", nullable="2+", default=None),
+    _f("controller_id", INT32, "1+", default=-1),
+    _f("topics", [
+        _f("error_code", INT16),
+        _f("name", STRING),
+        _f("is_internal", BOOL, "1+", default=False),
+        _f("partitions", [
+            _f("error_code", INT16),
+            _f("partition_index", INT32),
+            _f("leader_id", INT32),
+            _f("leader_epoch", INT32, "7+", default=-1),
+            _f("replica_nodes", Array(INT32)),
+            _f("isr_nodes", Array(INT32)),
+            _f("offline_replicas", Array(INT32), "5+"),
+        ]),
+        _f("topic_authorized_operations", INT32, "8+", default=INT32_MIN),
+    ]),
+    _f("cluster_authorized_operations", INT32, "8-10", default=INT32_MIN),
+)
+
+CREATE_TOPICS_REQUEST = _struct(
+    _f("topics", [
+        _f("name", STRING),
+        _f("num_partitions", INT32),
+        _f("replication_factor", INT16),
+        _f("assignments", [_f("partition_index", INT32), _f("broker_ids", Array(INT32))]),
+        _f("configs", [_f("name", STRING), _f("value", STRING, nullable="0+")]),
+    ]),
+    _f("timeout_ms", INT32, default=60000),
+    _f("validate_only", BOOL, "1+", default=False),
+)
+CREATE_TOPICS_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32, "2+"),
+    _f("topics", [
+        _f("name", STRING),
+        _f("error_code", INT16),
+        _f("error_message", STRING, "1+", nullable="0+", default=None),
+    ]),
+)
+
+INIT_PRODUCER_ID_REQUEST = _struct(
+    _f("transactional_id", STRING, nullable="0+", default=None),
+    _f("transaction_timeout_ms", INT32),
+)
+INIT_PRODUCER_ID_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32),
+    _f("error_code", INT16),
+    _f("producer_id", INT64, default=-1),
+    _f("producer_epoch", INT16),
+)
+
+FIND_COORDINATOR_REQUEST = _struct(
+    _f("key", STRING, "0-3"),
+    _f("key_type", INT8, "1+"),
+)
+FIND_COORDINATOR_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32, "1+"),
+    _f("error_code", INT16, "0-3"),
+    _f("error_message", STRING, "1-3", nullable="1-3", default=None),
+    _f("node_id", INT32, "0-3"),
+    _f("host", STRING, "0-3"),
+    _f("port", INT32, "0-3"),
+)
+
+PRODUCE_REQUEST = _struct(
+    _f("transactional_id", STRING, "3+", nullable="3+", default=None),
+    _f("acks", INT16),
+    _f("timeout_ms", INT32),
+    _f("topic_data", [
+        _f("name", STRING),
+        _f("partition_data", [_f("index", INT32), _f("records", RECORDS, nullable="0+")]),
+    ]),
+)
+PRODUCE_RESPONSE = _struct(
+    _f("responses", [
+        _f("name", STRING),
+        _f("partition_responses", [
+            _f("index", INT32),
+            _f("error_code", INT16),
+            _f("base_offset", INT64),
+            _f("log_append_time_ms", INT64, "2+", default=-1),
+            _f("log_start_offset", INT64, "5+", default=-1),
+            _f("record_errors", [
+                _f("batch_index", INT32, "8+"),
+                _f("batch_index_error_message", STRING, "8+", nullable="8+", default=None),
+            ], "8+"),
+            _f("error_message", STRING, "8+", nullable="8+", default=None),
+        ]),
+    ]),
+    _f("throttle_time_ms", INT32, "1+"),
+)
+
+LIST_OFFSETS_REQUEST = _struct(
+    _f("replica_id", INT32),
+    _f("isolation_level", INT8, "2+"),
+    _f("topics", [
+        _f("name", STRING),
+        _f("partitions", [
+            _f("partition_index", INT32),
+            _f("current_leader_epoch", INT32, "4+", default=-1),
+            _f("timestamp", INT64),
+            _f("max_num_offsets", INT32, "0", default=1),
+        ]),
+    ]),
+)
+LIST_OFFSETS_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32, "2+"),
+    _f("topics", [
+        _f("name", STRING),
+        _f("partitions", [
+            _f("partition_index", INT32),
+            _f("error_code", INT16),
+            _f("old_style_offsets", Array(INT64), "0"),
+            _f("timestamp", INT64, "1+", default=-1),
+            _f("offset", INT64, "1+", default=-1),
+            _f("leader_epoch", INT32, "4+", default=-1),
+        ]),
+    ]),
+)
+
+FETCH_REQUEST = _struct(
+    _f("replica_id", INT32, "0-14", default=-1),
+    _f("max_wait_ms", INT32),
+    _f("min_bytes", INT32),
+    _f("max_bytes", INT32, "3+", default=INT32_MAX),
+    _f("isolation_level", INT8, "4+"),
+    _f("session_id", INT32, "7+"),
+    _f("session_epoch", INT32, "7+", default=-1),
+    _f("topics", [
+        _f("topic", STRING, "0-12"),
+        _f("partitions", [
+            _f("partition", INT32),
+            _f("current_leader_epoch", INT32, "9+", default=-1),
+            _f("fetch_offset", INT64),
+            _f("last_fetched_epoch", INT32, "12+", default=-1),
+            _f("log_start_offset", INT64, "5+", default=-1),
+            _f("partition_max_bytes", INT32),
+        ]),
+    ]),
+    _f("forgotten_topics_data", [_f("topic", STRING, "7-12"), _f("partitions", Array(INT32))], "7+"),
+    _f("rack_id", STRING, "11+"),
+)
+FETCH_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32, "1+"),
+    _f("error_code", INT16, "7+"),
+    _f("session_id", INT32, "7+"),
+    _f("responses", [
+        _f("topic", STRING, "0-12"),
+        _f("partitions", [
+            _f("partition_index", INT32),
+            _f("error_code", INT16),
+            _f("high_watermark", INT64),
+            _f("last_stable_offset", INT64, "4+", default=-1),
+            _f("log_start_offset", INT64, "5+", default=-1),
+            _f("aborted_transactions", [_f("producer_id", INT64), _f("first_offset", INT64)], "4+",
+               nullable="4+", default=None),
+            _f("preferred_read_replica", INT32, "11+", default=-1),
+            _f("records", RECORDS, nullable="0+"),
+        ]),
+    ]),
+)
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    """One API: its key, the versions served, Kafka's first flexible version, and its schemas."""
+
+    key: ApiKey
+    min_version: int
+    max_version: int
+    first_flexible: int
+    request: Struct
+    response: Struct
+
+    def flexible(self, version: int) -> bool:
+        return version >= self.first_flexible
+
+
+#: The APIs and versions implemented (and advertised by the broker), with Kafka's first
+#: flexible version of each (which decides the header versions).
+APIS: dict[int, ApiSpec] = {
+    spec.key: spec
+    for spec in (
+        ApiSpec(ApiKey.PRODUCE, 3, 8, 9, PRODUCE_REQUEST, PRODUCE_RESPONSE),
+        ApiSpec(ApiKey.FETCH, 4, 11, 12, FETCH_REQUEST, FETCH_RESPONSE),
+        ApiSpec(ApiKey.LIST_OFFSETS, 1, 5, 6, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
+        ApiSpec(ApiKey.METADATA, 0, 8, 9, METADATA_REQUEST, METADATA_RESPONSE),
+        ApiSpec(ApiKey.FIND_COORDINATOR, 0, 2, 3, FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
+        ApiSpec(ApiKey.API_VERSIONS, 0, 3, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
+        ApiSpec(ApiKey.CREATE_TOPICS, 0, 4, 5, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
+        ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 1, 2, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+    )
+}
+
+
+def supported_api_versions() -> list[dict[str, int]]:
+    """The ``api_keys`` of an ApiVersions response: every API with its version range."""
+    return [{"api_key": int(s.key), "min_version": s.min_version, "max_version": s.max_version} for s in APIS.values()]
+
+
+#: Request header v1 (a client id) and v2 (then tagged fields), response header v0 (the
+#: correlation id) and v1 (then tagged fields): the second of each for flexible versions.
+REQUEST_HEADER_V1 = 1
+REQUEST_HEADER_V2 = 2
+RESPONSE_HEADER_V0 = 0
+RESPONSE_HEADER_V1 = 1
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Kafka's ``ApiKeys.requestHeaderVersion``: 2 for flexible versions, else 1. For
+    ApiVersions this holds for any version, supported or not (a client always sends its newest)."""
+    spec = APIS.get(api_key)
+    if spec is None:
+        raise KeyError(api_key)
+    return REQUEST_HEADER_V2 if spec.flexible(api_version) else REQUEST_HEADER_V1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Kafka's ``ApiKeys.responseHeaderVersion``: 1 for flexible versions, else 0, and always 0
+    for ApiVersions (a client must read it before it knows which versions the broker has)."""
+    spec = APIS[api_key]
+    if api_key == ApiKey.API_VERSIONS:
+        return RESPONSE_HEADER_V0
+    return RESPONSE_HEADER_V1 if spec.flexible(api_version) else RESPONSE_HEADER_V0
