@@ -65,15 +65,18 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     fsync_dir(target.parent)
 
 
-def lock_directory(directory: str | os.PathLike, in_use: str) -> int:
-    """Take the exclusive lock on ``directory/.lock`` (created if missing) and return its
-    descriptor; closing the descriptor releases the lock.
+def lock_directory(directory: str | os.PathLike, in_use: str, *, name: str = LOCK_FILE) -> int:
+    """Take the exclusive lock on ``directory/<name>`` (``.lock`` by default; created if missing)
+    and return its descriptor; closing the descriptor releases the lock.
+
+    The lock is an ``flock``, held per open file description: a second lock of the same file
+    from the same process conflicts, so a second owner in one process locks another name.
 
     Raises:
         KafkalogError: another process holds the lock (``in_use`` says what it is).
     """
     directory = Path(directory)
-    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         import fcntl
 

@@ -29,6 +29,7 @@ from typing import Any
 from .. import (
     Log,
     LogConfig,
+    lock_directory,
     new_topic_id,
     parse_partition_dir,
     validate_topic_name,
@@ -168,19 +169,9 @@ class _BrokerState:
     # -- loading and the metadata file ------------------------------------------------------------
 
     def _take_lock(self) -> None:
-        # Not kafkalog.lock_directory: it locks ".lock", which every Log of this process already
-        # shares (one flock on the log directory), and a second flock of it would conflict.
-        fd = os.open(self.log_dir / _LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # not POSIX: no cross-process protection
-            pass
-        except OSError:
-            os.close(fd)
-            raise KafkalogError("the log directory is in use by another broker", file=str(self.log_dir)) from None
-        self._lock_fd = fd
+        # A lock file of the broker's own: every Log of this process already holds ".lock" (one
+        # flock on the log directory), and a second flock of that file would conflict.
+        self._lock_fd = lock_directory(self.log_dir, "the log directory is in use by another broker", name=_LOCK_FILE)
 
     def _read_metadata(self) -> dict[str, Any]:
         path = self.log_dir / METADATA_FILE
