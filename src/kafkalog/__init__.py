@@ -160,6 +160,13 @@ from .retention import (
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 
+# Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
+from .crc import crc32c
+from .record import HEADER_SIZE_UP_TO_MAGIC
+from .recordbatch import COMPRESSION_CODEC_MASK
+from .records import MIN_ENTRY_SIZE_FIELD
+from .producer_state import SNAPSHOT_VERSION
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -295,4 +302,9 @@ __all__ = [
     "TXN_INDEX_ENTRY",
     "SNAPSHOT_HEADER",
     "SNAPSHOT_ENTRY",
+    "crc32c",
+    "HEADER_SIZE_UP_TO_MAGIC",
+    "COMPRESSION_CODEC_MASK",
+    "MIN_ENTRY_SIZE_FIELD",
+    "SNAPSHOT_VERSION",
 ]

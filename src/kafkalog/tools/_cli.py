@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
-from ..cleaner import DEFAULT_DEDUPE_BUFFER_SIZE
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE
 from ._commands import _Tool, _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
 from ._compact import _run_compact
 from ._demo import _run_demo

@@ -10,15 +10,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
-from ..config import LogConfig
+from .. import find_partition_dirs, Log, LogConfig, plan_partition_retention, segment_logs
 from ._convert import RebuildReport, convert_path, rebuild_path
 from ..errors import KafkalogError
-from ..log import Log
 from ._salvage import salvage_segment
 from ._verify_report import Problem as VerifyProblem
 from ._verify_report import SegmentReport as VerifySegmentReport
-from ..filenames import find_partition_dirs, segment_logs
-from ..retention import plan_partition_retention
 from ._verify import total_log_bytes, verify_path
 from ._jvm import _CODEC_NAMES
 

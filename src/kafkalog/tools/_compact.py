@@ -6,11 +6,19 @@ import argparse
 import logging
 import time
 from pathlib import Path
-from ..cleaner import REASONS, CleanerProgress, CleanerStats, LogCleaner, LogToClean, cleanable_offsets
-from ..config import LogConfig
+from .. import (
+    REASONS,
+    cleanable_offsets,
+    CleanerProgress,
+    CleanerStats,
+    find_partition_dirs,
+    Log,
+    LogCleaner,
+    LogConfig,
+    LogToClean,
+    segment_logs,
+)
 from ..errors import KafkalogError
-from ..log import Log
-from ..filenames import find_partition_dirs, segment_logs
 from ._verify import total_log_bytes, verify_path
 from ._commands import _ProgressBar, _Tool, _config_from, _table, _ts
 

@@ -39,19 +39,36 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checkpoint import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
-from ..compression import Compression, codec_for_id
-from ..config import LogConfig
+from .. import (
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    MAGIC_V0,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    PARTITION_METADATA,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    codec_for_id,
+    Compression,
+    encode_batch,
+    encode_message_set,
+    encode_record,
+    FileRecords,
+    find_partition_dirs,
+    LogConfig,
+    LogSegment,
+    MemoryRecords,
+    OffsetIndex,
+    Record,
+    RecordBatch,
+    segment_logs,
+    TimeIndex,
+    TimestampType,
+    TransactionIndex,
+)
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
-from ..file_records import FileRecords
-from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..index import OffsetIndex, TimeIndex, TransactionIndex
-from ..legacy import encode_message_set
-from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
-from ..recordbatch import encode_batch, encode_record
-from ..records import MemoryRecords
-from ..segment import LogSegment
-from ..filenames import find_partition_dirs, segment_logs
 from ._txn import TransactionTracker
 from ._verify_report import Progress, ProgressTicker
 

@@ -9,14 +9,17 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
-from ..builder import RecordBatchBuilder
-from ..cleaner import LogCleaner
-from ..compression import Compression
-from ..config import LogConfig
+from .. import (
+    AppendOrigin,
+    Compression,
+    ControlRecordType,
+    Log,
+    LogCleaner,
+    LogConfig,
+    RecordBatchBuilder,
+    TimestampType,
+)
 from ..errors import KafkalogError
-from ..log import Log
-from ..producer_state import AppendOrigin
-from ..record import ControlRecordType, TimestampType
 from ._verify import verify_path
 from ._commands import _Tool, _problem_lines, _table
 from ._compact import _compact_lines

@@ -6,16 +6,29 @@ import os
 import stat
 import struct
 from typing import NamedTuple
-from .. import crc as _crc
-from ..checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from .. import (
+    COMPRESSION_CODEC_MASK,
+    LEADER_EPOCH_CHECKPOINT,
+    SNAPSHOT_ENTRY,
+    SNAPSHOT_HEADER,
+    SNAPSHOT_VERSION,
+    TXN_INDEX_ENTRY,
+    crc32c,
+    next_valid_batch,
+    ControlRecordType,
+    decode_snapshot,
+    FileRecords,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    OffsetIndex,
+    Record,
+    RecordBatch,
+    TimeIndex,
+)
 from ..errors import KafkalogError
-from ..file_records import FileRecords
-from ..index import OffsetIndex, TimeIndex
-from ..producer_state import decode_snapshot
-from ..record import ControlRecordType, Record, RecordBatch
-from ._dump_framing import _SIZE_MAGIC, _classify, _resync
+from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
-from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _HEADER_UP_TO_MAGIC, _MIN_ENTRY_SIZE, _OFFSET_CHECKPOINTS, _absolute, _jackson, _java_path, _parse_long
+from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _OFFSET_CHECKPOINTS, _absolute, _jackson, _java_path, _parse_long
 from ._schemas import _KRAFT_CONTROL, _ReadError, _Reader, _read_message, _to_json
 
 # ------------------------------------------------------------------------------------------------
@@ -164,8 +177,8 @@ class _Dump:
                 stop = _classify(fr, pos, end, failure)
                 if limited and stop.tail:
                     break  # a batch cut by --max-bytes
-                found = _resync(fr, pos + 1, end, self.o.max_message_size)
-                if found is None:
+                resync = next_valid_batch(fr, pos + 1, end, max_batch_size=self.o.max_message_size)
+                if resync is None:
                     if batches == 0 and pos == 0 and _looks_foreign(fr, end):
                         self._fail(display, f"not a Kafka log: no valid batch in its {end} bytes")
                         return
@@ -174,18 +187,19 @@ class _Dump:
                     if not limited:
                         self.out.trailing(display, name, pos, end - pos)
                     return
+                found = resync.position
                 skipped = f"skipped {found - pos} bytes to the next valid batch at position {found}"
                 self._error(display, name, pos, f"{stop.reason}; {skipped}")
                 pos = found
 
     def _batch(self, display: str, name: str, batch: RecordBatch, state: _LogState) -> None:
         position: int = batch.position  # type: ignore[assignment]
-        codec_id = batch.attributes & 7  # type: ignore[attr-defined]
+        codec_id = batch.attributes & COMPRESSION_CODEC_MASK
         if codec_id >= len(_CODEC_NAMES):  # CompressionType.forId throws
             self._error(display, name, position, f"unknown compression codec id {codec_id} in the batch attributes")
             return
         try:
-            valid = batch.compute_crc() == batch.crc  # type: ignore[attr-defined]
+            valid = batch.compute_crc() == batch.crc
         except KafkalogError as e:
             self._error(display, name, position, e.reason)
             return
@@ -375,7 +389,7 @@ class _Dump:
     # -- .txnindex -----------------------------------------------------------------------------------
 
     def _txn_index(self, display: str, name: str, info: dict) -> None:
-        entry = _ABORTED_TXN
+        entry = TXN_INDEX_ENTRY
         position = 0
         with open(display, "rb") as f:
             while True:
@@ -481,16 +495,6 @@ def _control_tail(record: Record) -> tuple[str, dict, str | None]:
     return f" controlType: {ctype.name}({type_id})", {"controlType": ctype.name, "controlTypeId": type_id}, None
 
 
-def _looks_foreign(fr: FileRecords, end: int) -> bool:
-    """True when the first bytes are not the start of any entry Kafka could have written (and
-    are not the zeros of a preallocated or zero-filled file)."""
-    head = fr.read(0, _HEADER_UP_TO_MAGIC)
-    if end < _HEADER_UP_TO_MAGIC or len(head) < _HEADER_UP_TO_MAGIC or not any(head):
-        return False
-    size, magic = _SIZE_MAGIC.unpack(head)
-    return size < _MIN_ENTRY_SIZE or not 0 <= magic <= 2
-
-
 def _sibling(display: str, name: str, suffix: str) -> str:
     """The file of the same segment with another suffix (Kafka: ``name.split("\\\\.")(0) + suffix``
     in the absolute parent directory)."""
@@ -552,21 +556,35 @@ def _time_index_problem(index: TimeIndex, abs_path: str, length: int) -> str | N
     return None
 
 
-# version:int16, producerId, firstOffset, lastOffset, lastStableOffset: int64 (34 bytes).
-_ABORTED_TXN = struct.Struct(">hqqqq")
-assert _ABORTED_TXN.size == 34
-
-_SNAPSHOT_FIELDS = (
-    ("producer_id", 8),
-    ("epoch", 2),
-    ("last_sequence", 4),
-    ("last_offset", 8),
-    ("offset_delta", 4),
-    ("timestamp", 8),
-    ("coordinator_epoch", 4),
-    ("current_txn_first_offset", 8),
+# Kafka's names for the fields of the producer-snapshot header and entries (the schema
+# ProducerStateManager reads them with), in the order of kafkalog's SNAPSHOT_HEADER/SNAPSHOT_ENTRY.
+_SNAPSHOT_HEADER_FIELDS = ("version", "crc", "producer_entries")
+_SNAPSHOT_ENTRY_FIELDS = (
+    "producer_id",
+    "epoch",
+    "last_sequence",
+    "last_offset",
+    "offset_delta",
+    "timestamp",
+    "coordinator_epoch",
+    "current_txn_first_offset",
 )
-_SNAPSHOT_ENTRY_SIZE = sum(size for _, size in _SNAPSHOT_FIELDS)
+
+
+def _field_ends(layout: struct.Struct, names: tuple[str, ...]) -> list[tuple[str, int]]:
+    """Each field of a big-endian ``layout`` with the byte offset where it ends."""
+    ends, at = [], 0
+    for name, code in zip(names, layout.format.lstrip("><!=@"), strict=True):
+        at += struct.calcsize(">" + code)
+        ends.append((name, at))
+    assert at == layout.size
+    return ends
+
+
+_SNAPSHOT_HEADER_ENDS = _field_ends(SNAPSHOT_HEADER, _SNAPSHOT_HEADER_FIELDS)
+_SNAPSHOT_ENTRY_ENDS = _field_ends(SNAPSHOT_ENTRY, _SNAPSHOT_ENTRY_FIELDS)
+#: The snapshot's CRC covers everything after the version and the CRC itself.
+_SNAPSHOT_CRC_FROM = _SNAPSHOT_HEADER_ENDS[1][1]
 
 
 def _kafka_snapshot_problem(data: bytes) -> str | None:
@@ -577,27 +595,23 @@ def _kafka_snapshot_problem(data: bytes) -> str | None:
     def schema(field: str, why: str) -> str:
         return f"Snapshot failed schema validation: Error reading field '{field}': {why}"
 
-    if len(data) < 2:
-        return schema("version", underflow)
-    if len(data) < 6:
-        return schema("crc", underflow)
-    if len(data) < 10:
-        return schema("producer_entries", underflow)
-    version, stored_crc, count = struct.unpack_from(">hIi", data)
-    remaining = len(data) - 10
+    for field, field_end in _SNAPSHOT_HEADER_ENDS:
+        if len(data) < field_end:
+            return schema(field, underflow)
+    version, stored_crc, count = SNAPSHOT_HEADER.unpack_from(data)
+    remaining = len(data) - SNAPSHOT_HEADER.size
     if count < 0:
         return schema("producer_entries", f"Array size {count} cannot be negative")
     if count > remaining:
         return schema("producer_entries", f"Error reading array of size {count}, only {remaining} bytes available")
-    if count * _SNAPSHOT_ENTRY_SIZE > remaining:
-        left = remaining % _SNAPSHOT_ENTRY_SIZE if remaining < count * _SNAPSHOT_ENTRY_SIZE else 0
-        for field, size in _SNAPSHOT_FIELDS:
-            if left < size:
+    if count * SNAPSHOT_ENTRY.size > remaining:
+        left = remaining % SNAPSHOT_ENTRY.size if remaining < count * SNAPSHOT_ENTRY.size else 0
+        for field, field_end in _SNAPSHOT_ENTRY_ENDS:
+            if left < field_end:
                 return schema("producer_entries", f"Error reading field '{field}': {underflow}")
-            left -= size
-    if version != 1:
+    if version != SNAPSHOT_VERSION:
         return f"Snapshot contained an unknown file version {version}"
-    computed = _crc.crc32c(memoryview(data)[6:])
+    computed = crc32c(memoryview(data)[_SNAPSHOT_CRC_FROM:])
     if computed != stored_crc:
         return f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed}"
     return None

@@ -8,7 +8,12 @@ import os
 import re
 import struct
 from collections.abc import Callable
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from .. import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 
 _INT32_MAX = 2**31 - 1
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -23,11 +28,6 @@ _OFFSET_CHECKPOINTS = frozenset(
     }
 )
 _BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
-_LOG_OVERHEAD = 12
-_HEADER_UP_TO_MAGIC = 17
-_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-_V2_OVERHEAD = 61
-_CHUNK = 1 << 20
 
 
 # ------------------------------------------------------------------------------------------------

@@ -29,10 +29,7 @@ from typing import NamedTuple
 
 from ._convert import RebuildReport, ensure_not_in_use, rebuild_indexes
 from ..errors import KafkalogError, TruncatedRecordError
-from ..file_records import FileRecords
-from ..filenames import LOG_SUFFIX
-from ..record import MAGIC_V2
-from ..resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
+from .. import DEFAULT_MAX_RESYNC_BATCH, LOG_SUFFIX, MAGIC_V2, all_zero, FileRecords, next_valid_batch
 from ._verify_report import Progress, ProgressTicker
 
 _INT32_MAX = 2**31 - 1

@@ -4,11 +4,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA, RECOVERY_POINT_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile
+from .. import (
+    CLEANED_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    PARTITION_METADATA,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    SEGMENT_FILE,
+    SNAPSHOT_SUFFIX,
+    SPECIAL_DIR,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    decode_snapshot,
+    find_partition_dirs,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    partition_of,
+    PartitionMetadataFile,
+    segment_base_offset,
+    segment_logs,
+)
 from ..errors import CorruptCheckpointError, KafkalogError
-from ..filenames import CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..producer_state import decode_snapshot
-from ..filenames import SEGMENT_FILE, SPECIAL_DIR, find_partition_dirs, partition_of, segment_base_offset, segment_logs
 from ._verify_report import PartitionReport, Progress, SegmentReport, VerifyReport, _OFFSET_CHECKPOINTS, _Problems
 from ._verify_segment import _Context, _run_scan
 

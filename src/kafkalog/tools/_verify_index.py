@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
-from ..index import AbortedTxn, OffsetIndex, TimeIndex
+from .. import AbortedTxn, OffsetIndex, TimeIndex
 from ._verify_report import _Problems
 
 # ------------------------------------------------------------------------------------------------

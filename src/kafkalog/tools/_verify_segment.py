@@ -5,14 +5,24 @@ from __future__ import annotations
 import bisect
 import os
 from pathlib import Path
-from ..checkpoint import EpochEntry
-from ..compression import Compression
+from .. import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAGIC_V2,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    all_zero,
+    Compression,
+    ControlRecordType,
+    EpochEntry,
+    FileRecords,
+    next_valid_batch,
+    OffsetIndex,
+    RecordBatch,
+    TimeIndex,
+    TimestampType,
+)
 from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
-from ..file_records import FileRecords
-from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..index import OffsetIndex, TimeIndex
-from ..record import MAGIC_V2, ControlRecordType, RecordBatch, TimestampType
-from ..resync import all_zero, next_valid_batch
 from ._txn import TransactionTracker, TxnEnd
 from ._verify_index import _OffsetIndexCheck, _TimeIndexCheck, _entries, _read_txn_index, _used_entries
 from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _INT32_MAX, _Problems
@@ -233,7 +243,7 @@ class _SegmentScan:
         if isinstance(error, CorruptRecordError):
             try:
                 batch = next(fr.slice(pos).batches(), None)
-                if batch is not None and batch.compute_crc() != batch.crc:  # type: ignore[attr-defined]
+                if batch is not None and batch.compute_crc() != batch.crc:
                     kind = "crc"
             except KafkalogError:
                 pass
