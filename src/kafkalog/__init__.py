@@ -166,6 +166,7 @@ from .record import HEADER_SIZE_UP_TO_MAGIC
 from .recordbatch import COMPRESSION_CODEC_MASK
 from .records import MIN_ENTRY_SIZE_FIELD
 from .producer_state import SNAPSHOT_VERSION
+from .durable import TMP_SUFFIX
 
 __version__ = "0.1.0"
 
@@ -307,4 +308,5 @@ __all__ = [
     "COMPRESSION_CODEC_MASK",
     "MIN_ENTRY_SIZE_FIELD",
     "SNAPSHOT_VERSION",
+    "TMP_SUFFIX",
 ]

@@ -34,12 +34,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import (
+    LOG_OVERHEAD,
+    MIN_ENTRY_SIZE_FIELD,
+    SEGMENT_FILE,
+    TMP_SUFFIX,
+    ensure_not_locked,
+    fsync_dir,
+    segment_base_offset,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
@@ -69,13 +75,12 @@ from .. import (
     TransactionIndex,
 )
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
+from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker
 from ._verify_report import Progress, ProgressTicker
 
-_INT32_MAX = 2**31 - 1
-_TMP = ".tmp"
-_MIN_ENTRY = 26  # the smallest whole entry (a v0 message with null key and value)
-_SEGMENT_LOG = re.compile(r"^\d{20}\.log$")
+#: The smallest whole entry: a v0 message with a null key and value.
+_MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD
 
 
 # ------------------------------------------------------------------------------------------------
@@ -84,51 +89,18 @@ _SEGMENT_LOG = re.compile(r"^\d{20}\.log$")
 
 def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
     """Refuse to touch a partition whose log directory is locked by a running kafkalog ``Log``
-    (an ``flock`` on ``.lock``) or a Kafka broker (a POSIX lock on the same file).
+    or a Kafka broker (:func:`kafkalog.ensure_not_locked` on the partition's parent).
 
     Raises:
         KafkalogError: the log directory is in use.
     """
-    lock = Path(partition_dir).resolve().parent / ".lock"
-    if not lock.exists():
-        return
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: nothing to test
-        return
-    fd = os.open(lock, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-    try:
-        for take, release in (
-            (lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
-            (lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.lockf(fd, fcntl.LOCK_UN)),
-        ):
-            try:
-                take()
-            except OSError:
-                raise KafkalogError(
-                    "the log directory is in use (its .lock is held by a broker or a kafkalog process); stop it first",
-                    file=str(lock.parent),
-                ) from None
-            release()
-    finally:
-        os.close(fd)
+    ensure_not_locked(Path(partition_dir).resolve().parent)
 
 
-def _fsync_dir(directory: Path) -> None:
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _base_offset(path: Path) -> int:
-    prefix = path.name.split(".", 1)[0]
-    if not (prefix.isdigit() and len(prefix) == 20):
-        raise KafkalogError("a segment file is named after its base offset (<20 digits>.log)", file=str(path))
-    return int(prefix)
+def _is_segment_log(name: str) -> bool:
+    """Whether ``name`` is a segment's ``<20 digits>.log``."""
+    m = SEGMENT_FILE.match(name)
+    return m is not None and "." + m.group(2) == LOG_SUFFIX
 
 
 def _index_path(log_path: Path, suffix: str) -> Path:
@@ -212,20 +184,20 @@ def rebuild_indexes(
         OSError: a file cannot be read or written.
     """
     log_path = Path(log_path)
-    base = _base_offset(log_path)
+    base = segment_base_offset(log_path)
     if index_interval_bytes < 0:
         raise KafkalogError(f"index.interval.bytes must be >= 0, not {index_interval_bytes}")
     ensure_not_in_use(log_path.parent)
     tracker = tracker or TransactionTracker()
     ticker = ProgressTicker(progress)
     targets = {s: _index_path(log_path, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
-    tmps = {s: p.with_name(p.name + _TMP) for s, p in targets.items()}
+    tmps = {s: p.with_name(p.name + TMP_SUFFIX) for s, p in targets.items()}
     for tmp in tmps.values():
         tmp.unlink(missing_ok=True)  # a stale one would be opened and counted from its length
     size = log_path.stat().st_size
     capacity = size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2
-    offset_index = OffsetIndex(tmps[INDEX_SUFFIX], base, capacity * 8)
-    time_index = TimeIndex(tmps[TIME_INDEX_SUFFIX], base, (capacity + 1) * 12)
+    offset_index = OffsetIndex(tmps[INDEX_SUFFIX], base, capacity * OffsetIndex.DTYPE.itemsize)
+    time_index = TimeIndex(tmps[TIME_INDEX_SUFFIX], base, (capacity + 1) * TimeIndex.DTYPE.itemsize)
     txn_index = TransactionIndex(tmps[TXN_INDEX_SUFFIX], base)
     batches = valid = since_entry = aborted = 0
     previous = base - 1
@@ -278,7 +250,7 @@ def rebuild_indexes(
             for s in targets:
                 if tmps[s].exists():
                     os.replace(tmps[s], targets[s])
-            _fsync_dir(log_path.parent)
+            fsync_dir(log_path.parent)
     finally:
         ticker.flush()
         for index in (offset_index, time_index):
@@ -492,10 +464,10 @@ def _check_target(magic: int, compression: Compression | str | int) -> Compressi
 def _output_log(src: Path, dst: Path) -> Path:
     """The output ``.log`` for ``src``: ``dst`` itself when it is named like a segment, else a
     file in the directory ``dst`` (created if needed) named after the source's base offset."""
-    if _SEGMENT_LOG.match(dst.name) and not dst.is_dir():
+    if _is_segment_log(dst.name) and not dst.is_dir():
         return dst
     dst.mkdir(parents=True, exist_ok=True)
-    return dst / f"{_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
+    return dst / f"{segment_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
 
 
 def _existing_outputs(out_log: Path) -> list[Path]:
@@ -547,16 +519,16 @@ def convert_segment(
     if existing and not overwrite:
         raise ConversionError(f"{existing[0].name} exists (pass overwrite / --force to replace it)", file=str(existing[0]))
     ensure_not_in_use(out_log.parent)
-    base = _base_offset(out_log)
+    base = segment_base_offset(out_log)
     report = ConvertReport(str(src), str(out_log), magic, codec.kafka_name)
     ticker = ProgressTicker(progress)
     out_dir = out_log.parent
     config = LogConfig(index_interval_bytes=index_interval_bytes)
     capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
-    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * 12)))
+    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-        Path(str(_index_path(out_log, suffix)) + _TMP).unlink(missing_ok=True)
-    segment = LogSegment.open(out_dir, base, config, suffix=_TMP)
+        Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
+    segment = LogSegment.open(out_dir, base, config, suffix=TMP_SUFFIX)
     done = False
     try:
         with FileRecords.open(src) as fr:
@@ -591,15 +563,15 @@ def convert_segment(
         # the source's entries stay right (v0/v1 output has no transactions).
         src_txn = _index_path(src, TXN_INDEX_SUFFIX)
         if magic == MAGIC_V2 and src_txn.exists():
-            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + _TMP))
+            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + TMP_SUFFIX))
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            tmp = Path(str(_index_path(out_log, suffix)) + _TMP)
+            tmp = Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX)
             final = _index_path(out_log, suffix)
             if tmp.exists():
                 os.replace(tmp, final)
             elif suffix == TXN_INDEX_SUFFIX:
                 final.unlink(missing_ok=True)  # an overwritten segment's old one
-        _fsync_dir(out_dir)
+        fsync_dir(out_dir)
         done = True
     finally:
         ticker.flush()
@@ -607,7 +579,7 @@ def convert_segment(
             with contextlib.suppress(Exception):
                 segment.close()
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                Path(str(_index_path(out_log, suffix)) + _TMP).unlink(missing_ok=True)
+                Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
     return report
 
 
@@ -667,5 +639,5 @@ def convert_path(
     for name in copies:
         if (src / name).exists():
             shutil.copyfile(src / name, dst / name)
-    _fsync_dir(dst)
+    fsync_dir(dst)
     return report

@@ -28,7 +28,8 @@ from .. import (
 from ..errors import KafkalogError
 from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
-from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _OFFSET_CHECKPOINTS, _absolute, _jackson, _java_path, _parse_long
+from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _absolute, _jackson, _java_path, _parse_long
+from ._verify_report import _OFFSET_CHECKPOINTS
 from ._schemas import _KRAFT_CONTROL, _ReadError, _Reader, _read_message, _to_json
 
 # ------------------------------------------------------------------------------------------------

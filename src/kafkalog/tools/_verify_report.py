@@ -20,8 +20,6 @@ PROGRESS_STEP = 1 << 20
 #: A callable told how many more bytes were processed (for progress bars).
 Progress = Callable[[int], None]
 
-_INT32_MAX = 2**31 - 1
-_CHUNK = 1 << 20
 _OFFSET_CHECKPOINTS = (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,

@@ -6,6 +6,7 @@ import bisect
 import os
 from pathlib import Path
 from .. import (
+    segment_base_offset,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAGIC_V2,
@@ -23,9 +24,10 @@ from .. import (
     TimestampType,
 )
 from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
+from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker, TxnEnd
 from ._verify_index import _OffsetIndexCheck, _TimeIndexCheck, _entries, _read_txn_index, _used_entries
-from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _INT32_MAX, _Problems
+from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _Problems
 
 # ------------------------------------------------------------------------------------------------
 # One segment
@@ -38,15 +40,6 @@ def _sibling(log_path: Path, suffix: str) -> Path:
     if i < 0:
         return log_path.with_name(name + suffix)
     return log_path.with_name(name[:i] + suffix + name[i + len(LOG_SUFFIX) :])
-
-
-def segment_base_offset(path: Path) -> int:
-    prefix = path.name.split(".", 1)[0]
-    if not prefix.isdigit():
-        raise KafkalogError(
-            "a segment file is named after its base offset (<20 digits>.log); this name is not", file=str(path)
-        )
-    return int(prefix)
 
 
 class _Context:
