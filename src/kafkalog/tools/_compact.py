@@ -6,21 +6,24 @@ import argparse
 import logging
 import time
 from pathlib import Path
+
 from .. import (
     REASONS,
-    cleanable_offsets,
     CleanerProgress,
     CleanerStats,
-    find_partition_dirs,
     Log,
     LogCleaner,
     LogConfig,
     LogToClean,
+    cleanable_offsets,
+    find_partition_dirs,
     segment_logs,
 )
 from ..errors import KafkalogError
+from ._commands import _config_from
+from ._progress import _ProgressBar
+from ._tool import _table, _Tool, _ts
 from ._verify import total_log_bytes, verify_path
-from ._commands import _ProgressBar, _Tool, _config_from, _table, _ts
 
 # ------------------------------------------------------------------------------------------------
 # compact: LogCleaner.clean over a partition directory (or each of a log directory)

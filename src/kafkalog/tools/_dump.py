@@ -6,6 +6,7 @@ import os
 import stat
 import struct
 from typing import NamedTuple
+
 from .. import (
     COMPRESSION_CODEC_MASK,
     LEADER_EPOCH_CHECKPOINT,
@@ -13,10 +14,7 @@ from .. import (
     SNAPSHOT_HEADER,
     SNAPSHOT_VERSION,
     TXN_INDEX_ENTRY,
-    crc32c,
-    next_valid_batch,
     ControlRecordType,
-    decode_snapshot,
     FileRecords,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
@@ -24,13 +22,16 @@ from .. import (
     Record,
     RecordBatch,
     TimeIndex,
+    crc32c,
+    decode_snapshot,
+    next_valid_batch,
 )
 from ..errors import KafkalogError
 from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
 from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _absolute, _jackson, _java_path, _parse_long
+from ._schemas import _KRAFT_CONTROL, _read_message, _Reader, _ReadError, _to_json
 from ._verify_report import _OFFSET_CHECKPOINTS
-from ._schemas import _KRAFT_CONTROL, _ReadError, _Reader, _read_message, _to_json
 
 # ------------------------------------------------------------------------------------------------
 # The dump

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import NamedTuple
+
 from .. import MAGIC_V2, AbortedTxn, ControlRecordType, RecordBatch
 
 # ------------------------------------------------------------------------------------------------

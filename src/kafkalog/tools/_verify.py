@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 from .. import (
     CLEANED_SUFFIX,
     CLEANER_OFFSET_CHECKPOINT,
@@ -21,18 +22,19 @@ from .. import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    decode_snapshot,
-    find_partition_dirs,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
-    partition_of,
     PartitionMetadataFile,
+    decode_snapshot,
+    find_partition_dirs,
+    partition_of,
     segment_base_offset,
     segment_logs,
 )
 from ..errors import CorruptCheckpointError, KafkalogError
-from ._verify_report import PartitionReport, Progress, SegmentReport, VerifyReport, _OFFSET_CHECKPOINTS, _Problems
+from ._verify_report import _OFFSET_CHECKPOINTS, PartitionReport, Progress, SegmentReport, VerifyReport, _Problems
 from ._verify_segment import _Context, _run_scan
+
 
 class _LogDirOffsets:
     """The log directory's offset checkpoints, parsed once (problems reported once)."""

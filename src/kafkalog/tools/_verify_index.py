@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
-from .. import AbortedTxn, OffsetIndex, TimeIndex
+
+from .. import TXN_INDEX_ENTRY, AbortedTxn, OffsetIndex, TimeIndex
 from ._verify_report import _Problems
 
 # ------------------------------------------------------------------------------------------------
@@ -205,21 +205,18 @@ class _TimeIndexCheck:
             )
 
 
-_TXN_ENTRY = struct.Struct(">hqqqq")
-
-
 def _read_txn_index(path: Path, problems: _Problems, base_offset: int) -> list[tuple[int, AbortedTxn]]:
     """The entries of a ``.txnindex`` as (entry number, txn); malformed ones are reported."""
     data = path.read_bytes()
     name = str(path)
-    if len(data) % _TXN_ENTRY.size:
+    if len(data) % TXN_INDEX_ENTRY.size:
         problems.add(
-            name, None, "txnindex-corrupt", f"{len(data)} bytes is not a whole number of {_TXN_ENTRY.size}-byte entries"
+            name, None, "txnindex-corrupt", f"{len(data)} bytes is not a whole number of {TXN_INDEX_ENTRY.size}-byte entries"
         )
     out = []
     last = None
-    for i, pos in enumerate(range(0, len(data) - _TXN_ENTRY.size + 1, _TXN_ENTRY.size)):
-        version, pid, first, last_offset, lso = _TXN_ENTRY.unpack_from(data, pos)
+    for i, pos in enumerate(range(0, len(data) - TXN_INDEX_ENTRY.size + 1, TXN_INDEX_ENTRY.size)):
+        version, pid, first, last_offset, lso = TXN_INDEX_ENTRY.unpack_from(data, pos)
         if version != 0:
             problems.add(name, i, "txnindex-corrupt", f"entry {i}: unknown version {version} (Kafka writes 0)")
             continue

@@ -5,28 +5,29 @@ from __future__ import annotations
 import bisect
 import os
 from pathlib import Path
+
 from .. import (
-    segment_base_offset,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAGIC_V2,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    all_zero,
     Compression,
     ControlRecordType,
     EpochEntry,
     FileRecords,
-    next_valid_batch,
     OffsetIndex,
     RecordBatch,
     TimeIndex,
     TimestampType,
+    all_zero,
+    next_valid_batch,
+    segment_base_offset,
 )
 from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
 from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker, TxnEnd
-from ._verify_index import _OffsetIndexCheck, _TimeIndexCheck, _entries, _read_txn_index, _used_entries
+from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
 from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _Problems
 
 # ------------------------------------------------------------------------------------------------
