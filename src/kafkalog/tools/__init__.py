@@ -7,16 +7,9 @@ The public API of this package is what it exports here; its modules are private.
 from __future__ import annotations
 
 from ._cli import SUBCOMMANDS, main
-from ._convert import (
-    ConvertReport,
-    RebuildReport,
-    convert_path,
-    convert_segment,
-    ensure_not_in_use,
-    rebuild_indexes,
-    rebuild_path,
-)
+from ._convert import ConvertReport, convert_path, convert_segment
 from ._demo import SAMPLE_PARTITION, build_sample
+from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes, rebuild_path
 from ._salvage import SalvageReport, SkippedRegion, salvage_segment
 from ._summary import summarise
 from ._txn import TransactionTracker, TxnEnd

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from .. import Log, LogConfig, find_partition_dirs, plan_partition_retention, segment_logs
 from ..errors import KafkalogError
-from ._convert import RebuildReport, convert_path, rebuild_path
+from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
+from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import salvage_segment
 from ._tool import _display, _problem_lines, _table, _Tool, _ts
 from ._verify import total_log_bytes, verify_path

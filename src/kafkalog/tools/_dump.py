@@ -151,9 +151,10 @@ class _Dump:
             self.out.deprecated_decoder(old, new)
         self.out.log_header(info)
         abs_path = _absolute(display)
-        limited = self.o.max_bytes is not None
+        max_bytes = self.o.max_bytes
+        limited = max_bytes is not None
         with FileRecords.open(display) as fr:
-            end = fr.size_in_bytes if not limited else min(fr.size_in_bytes, self.o.max_bytes)  # type: ignore[type-var]
+            end = fr.size_in_bytes if max_bytes is None else min(fr.size_in_bytes, max_bytes)
             state = _LogState(abs_path)
             pos = 0
             batches = 0

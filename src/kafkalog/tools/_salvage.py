@@ -38,8 +38,8 @@ from .. import (
     next_valid_batch,
 )
 from ..errors import KafkalogError, TruncatedRecordError
-from ._convert import RebuildReport, ensure_not_in_use, rebuild_indexes
 from ._jvm import _INT32_MAX
+from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes
 from ._verify_report import Progress, ProgressTicker
 
 
