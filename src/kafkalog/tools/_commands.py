@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import Log, LogConfig, find_partition_dirs, plan_partition_retention, segment_logs
+from .. import Log, LogConfig, plan_partition_retention
 from ..errors import KafkalogError
 from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import salvage_segment
-from ._tool import _display, _problem_lines, _table, _Tool, _ts
+from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import SegmentReport as VerifySegmentReport
 
@@ -252,16 +251,10 @@ def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
 def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     a = tool.args
     config = _config_from(tool, parser)
-    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+    now = _now_ms(a.now)
 
     def run() -> None:
-        path = Path(a.path)
-        if not path.exists():
-            raise FileNotFoundError(2, "No such file or directory", a.path)
-        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
-        if not partitions:
-            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
-        for directory in partitions:
+        for directory in _partitions_at(a.path):
             tool.guarded(lambda directory=directory: _retention_one(tool, directory, config, now))
 
     tool.guarded(run)

@@ -12,9 +12,12 @@ import argparse
 import datetime
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO
 
+from .. import find_partition_dirs, segment_logs
 from ..errors import KafkalogError
 from ._progress import _ProgressBar
 from ._verify_report import Problem
@@ -97,3 +100,27 @@ def _problem_lines(problems: Sequence[Problem], root: str) -> list[str]:
         + f"  {p.kind}  {p.message}"
         for p in problems
     ]
+
+
+def _now_ms(now: int | None) -> int:
+    """``--now`` if given, else the clock, in epoch milliseconds."""
+    return now if now is not None else time.time_ns() // 1_000_000
+
+
+def _partitions_at(arg: str, *, not_a_dir: str | None = None) -> list[Path]:
+    """The partition directories a PATH argument names: itself when it holds segments, else
+    those below it (a log directory).
+
+    Raises:
+        FileNotFoundError: nothing is there.
+        KafkalogError: it is a file and ``not_a_dir`` says why that is refused, or no partition is there.
+    """
+    path = Path(arg)
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", arg)
+    if not_a_dir is not None and not path.is_dir():
+        raise KafkalogError(not_a_dir, file=arg)
+    partitions = [path] if segment_logs(path) else find_partition_dirs(path)
+    if not partitions:
+        raise KafkalogError("no log segments here and no partition directories below", file=arg)
+    return partitions

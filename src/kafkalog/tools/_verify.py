@@ -255,23 +255,19 @@ def _leftover_dirs(log_dir: Path, problems: _Problems) -> None:
                 problems.add(str(log_dir / e.name), None, "leftover-file", what, "warning")
 
 
+def _checkpoint_reader(name: str):
+    """The class that reads the text checkpoint file ``name``, or None for another file."""
+    if name in _OFFSET_CHECKPOINTS:
+        return OffsetCheckpointFile
+    return {LEADER_EPOCH_CHECKPOINT: LeaderEpochCheckpointFile, PARTITION_METADATA: PartitionMetadataFile}.get(name)
+
+
 def _verify_file(path: Path, report: VerifyReport, problems: _Problems, deep: bool, progress: Progress | None) -> None:
     name = path.name
-    if name in _OFFSET_CHECKPOINTS:
+    reader = _checkpoint_reader(name)
+    if reader is not None:
         try:
-            OffsetCheckpointFile(path).read()
-        except CorruptCheckpointError as e:
-            problems.add(str(path), e.position, "checkpoint-parse", e.reason)
-        return
-    if name == LEADER_EPOCH_CHECKPOINT:
-        try:
-            LeaderEpochCheckpointFile(path).read()
-        except CorruptCheckpointError as e:
-            problems.add(str(path), e.position, "checkpoint-parse", e.reason)
-        return
-    if name == PARTITION_METADATA:
-        try:
-            PartitionMetadataFile(path).read()
+            reader(path).read()
         except CorruptCheckpointError as e:
             problems.add(str(path), e.position, "checkpoint-parse", e.reason)
         return
