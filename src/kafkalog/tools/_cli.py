@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import DEFAULT_DEDUPE_BUFFER_SIZE
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
 from ._compact import _run_compact
 from ._decoders import (
@@ -194,8 +194,9 @@ def _interval(text: str) -> int:
 
 def _dedupe_size(text: str) -> int:
     value = _size(text)
-    if value < 2 * 24:
-        raise argparse.ArgumentTypeError(f"{text} is too small: the offset map needs room for two 24-byte slots")
+    slot = OffsetMap.BYTES_PER_ENTRY
+    if value < 2 * slot:
+        raise argparse.ArgumentTypeError(f"{text} is too small: the offset map needs room for two {slot}-byte slots")
     return value
 
 
