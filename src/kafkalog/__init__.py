@@ -162,6 +162,13 @@ from .retention import (
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 from .log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP
 
+# Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
+from .crc import crc32c
+from .recordbatch import COMPRESSION_CODEC_MASK
+from .records import MIN_ENTRY_SIZE_FIELD
+from .producer_state import SNAPSHOT_VERSION
+from .durable import TMP_SUFFIX
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -300,4 +307,9 @@ __all__ = [
     "SNAPSHOT_ENTRY",
     "EARLIEST_LOCAL_TIMESTAMP",
     "LATEST_TIERED_TIMESTAMP",
+    "crc32c",
+    "COMPRESSION_CODEC_MASK",
+    "MIN_ENTRY_SIZE_FIELD",
+    "SNAPSHOT_VERSION",
+    "TMP_SUFFIX",
 ]

@@ -5,7 +5,7 @@
     python -m kafkalog FILE.log [...]      # summarise segments Kafka (or kafkalog) wrote, batch by batch
     python -m kafkalog COMMAND ...         # dump, verify, compact, ... (kafkalog.tools; --help lists them)
 
-A thin surface over the public API: the demo and the commands live in :mod:`kafkalog.tools`.
+A thin entry over the public API: the demo, the commands and the summary live in :mod:`kafkalog.tools`.
 """
 
 from __future__ import annotations
@@ -14,36 +14,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import FileRecords, KafkalogError, tools as cli
-
-
-def summarise(path: str, out=None) -> bool:
-    """Print one line per batch of the segment at ``path`` and a total; False if it is not clean."""
-    out = out or sys.stdout
-    ok = True
-    records = batches = 0
-    print(f"{path}", file=out)
-    print(f"{'position':>9} {'offsets':>13} {'magic':>5} {'codec':>6} {'count':>5} {'size':>6} {'timestamp type':>15}  flags", file=out)
-    with FileRecords.open(path) as fr:
-        try:
-            for batch in fr.batches(validate=True, strict=True):
-                n = len(batch.records())
-                records += n
-                batches += 1
-                flags = ",".join(
-                    name for name, on in (("transactional", batch.is_transactional), ("control", batch.is_control)) if on
-                )
-                print(
-                    f"{batch.position:>9} {f'{batch.base_offset}..{batch.last_offset}':>13} {batch.magic:>5} "
-                    f"{batch.compression.kafka_name:>6} {n:>5} {batch.size_in_bytes:>6} "
-                    f"{batch.timestamp_type.kafka_name:>15}  {flags}",
-                    file=out,
-                )
-        except KafkalogError as e:
-            print(f"error: {e}", file=out)
-            ok = False
-        print(f"{batches} batches, {records} records, {fr.size_in_bytes} bytes, all CRCs {'valid' if ok else 'NOT valid'}", file=out)
-    return ok
+from . import KafkalogError
+from . import tools as cli
+from .tools import summarise
 
 
 def main(argv: Sequence[str] | None = None) -> int:

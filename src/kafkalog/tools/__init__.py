@@ -1,5 +1,5 @@
 """The ``kafkalog`` command and the operator tools' library: verify, salvage, convert,
-rebuild-index, and the command line (dump, stat, retention, compact, demo).
+rebuild-index, the segment summary, and the command line (dump, stat, retention, compact, demo).
 
 The public API of this package is what it exports here; its modules are private.
 """
@@ -7,9 +7,11 @@ The public API of this package is what it exports here; its modules are private.
 from __future__ import annotations
 
 from ._cli import SUBCOMMANDS, main
-from ._convert import ConvertReport, RebuildReport, convert_path, convert_segment, ensure_not_in_use, rebuild_indexes, rebuild_path
+from ._convert import ConvertReport, convert_path, convert_segment
 from ._demo import SAMPLE_PARTITION, build_sample
+from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes, rebuild_path
 from ._salvage import SalvageReport, SkippedRegion, salvage_segment
+from ._summary import summarise
 from ._txn import TransactionTracker, TxnEnd
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import (
@@ -28,6 +30,7 @@ __all__ = [
     "SUBCOMMANDS",
     "build_sample",
     "SAMPLE_PARTITION",
+    "summarise",
     "verify_path",
     "verify_segment",
     "total_log_bytes",

@@ -8,16 +8,25 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
-from ..cleaner import DEFAULT_DEDUPE_BUFFER_SIZE
-from ._commands import _Tool, _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
+
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
+from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
 from ._compact import _run_compact
+from ._decoders import (
+    _NEW_DECODER_PACKAGE,
+    _OLD_DECODER_PACKAGE,
+    _SHORTHAND_DECODERS,
+    _Datum,
+    _decoder_for_class,
+    _DecoderParser,
+    _OffsetsParser,
+    _TransactionLogParser,
+)
 from ._demo import _run_demo
-from ._dump import _Dump
+from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
-from ._jvm import _CODEC_NAMES
-from ._decoders import _Datum, _DecoderParser, _NEW_DECODER_PACKAGE, _OLD_DECODER_PACKAGE, _OffsetsParser, _SHORTHAND_DECODERS, _TransactionLogParser, _decoder_for_class
-from ._dump import _Options
-from ._jvm import _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
+from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
+from ._tool import _Tool
 
 #: The subcommands ``python -m kafkalog`` hands over to this package.
 SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo")
@@ -185,8 +194,9 @@ def _interval(text: str) -> int:
 
 def _dedupe_size(text: str) -> int:
     value = _size(text)
-    if value < 2 * 24:
-        raise argparse.ArgumentTypeError(f"{text} is too small: the offset map needs room for two 24-byte slots")
+    slot = OffsetMap.BYTES_PER_ENTRY
+    if value < 2 * slot:
+        raise argparse.ArgumentTypeError(f"{text} is too small: the offset map needs room for two {slot}-byte slots")
     return value
 
 
@@ -334,7 +344,7 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         elif args.command == "compact":
             _run_compact(tool, args._parser)
         elif args.command == "demo":
-            _run_demo(tool)
+            _run_demo(tool, main)
     except SystemExit as e:  # a usage error found after parsing (--config)
         return e.code if isinstance(e.code, int) else 2
     return tool.status

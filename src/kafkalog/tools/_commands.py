@@ -1,162 +1,25 @@
-"""The operator tools: verify, salvage, rebuild-index, retention, convert, stat."""
+"""The operator tools' commands: verify, stat, salvage, rebuild-index, retention, convert.
+
+Each ``_run_*`` adapts the parsed arguments to one library call and renders its report as
+text or JSON (see :mod:`._tool` for the shared plumbing).
+"""
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
-from ..config import LogConfig
-from ._convert import RebuildReport, convert_path, rebuild_path
+
+from .. import Log, LogConfig, plan_partition_retention
 from ..errors import KafkalogError
-from ..log import Log
-from ._salvage import salvage_segment
-from ._verify_report import Problem as VerifyProblem
-from ._verify_report import SegmentReport as VerifySegmentReport
-from ..filenames import find_partition_dirs, segment_logs
-from ..retention import plan_partition_retention
-from ._verify import total_log_bytes, verify_path
+from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
-
-# ------------------------------------------------------------------------------------------------
-# The operator tools: verify, salvage, rebuild-index, retention, convert, stat
-#
-# Thin adapters: parse the arguments, call the library (kafkalog.verify, .salvage, .convert,
-# .log), render text or JSON, and turn a KafkalogError or OSError into one line on stderr and
-# exit status 1. Long operations draw a progress line on stderr when it is a terminal.
-
-
-class _ProgressBar:
-    """``label [#####.....]  45%  120.0/270.0 MB`` redrawn on stderr at most ten times a
-    second, only when stderr is a terminal; a callable taking byte counts (the library's
-    ``progress`` callbacks). Cleared by :meth:`close`."""
-
-    _WIDTH = 30
-
-    def __init__(self, stream: IO[str], total: int, label: str) -> None:
-        isatty = getattr(stream, "isatty", None)
-        self._on = total > 0 and callable(isatty) and bool(isatty())
-        self._stream = stream
-        self._total = total
-        self._label = label
-        self._done = 0
-        self._last = 0.0
-        self._drawn = False
-
-    def __call__(self, n: int) -> None:
-        self._done += n
-        if not self._on:
-            return
-        now = time.monotonic()
-        if now - self._last >= 0.1:
-            self._last = now
-            self._draw()
-
-    def _draw(self) -> None:
-        frac = min(1.0, self._done / self._total)
-        filled = int(frac * self._WIDTH)
-        bar = "#" * filled + "." * (self._WIDTH - filled)
-        line = f"\r{self._label} [{bar}] {frac * 100:5.1f}%  {_human(self._done)}/{_human(self._total)}"
-        self._stream.write(line)
-        self._stream.flush()
-        self._drawn = True
-
-    def close(self) -> None:
-        if self._drawn:
-            self._stream.write("\r" + " " * (len(self._label) + self._WIDTH + 40) + "\r")
-            self._stream.flush()
-            self._drawn = False
-
-
-def _human(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover
-
-
-def _ts(ms: int | None) -> str:
-    """An epoch-millisecond timestamp in ISO 8601 UTC (or ``-``)."""
-    if ms is None:
-        return "-"
-    try:
-        return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-
-
-def _table(rows: list[list[str]], right: set[int]) -> list[str]:
-    """Rows as aligned text columns (``right``: the columns aligned right)."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    out = []
-    for row in rows:
-        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        out.append("  ".join(cells).rstrip())
-    return out
-
-
-def _display(path: str, root: str) -> str:
-    """``path`` relative to what the user named (a directory, or a file's directory)."""
-    base = root if os.path.isdir(root) else os.path.dirname(root) or "."
-    try:
-        rel = os.path.relpath(path, base)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def _os_message(e: OSError) -> str:
-    if e.filename is not None:
-        return f"{e.filename}: {e.strerror or e}"
-    return str(e)
-
-
-class _Tool:
-    """The shared plumbing of one tool run: streams, error lines, the exit status."""
-
-    def __init__(self, name: str, args: argparse.Namespace, out: IO[str], err: IO[str]) -> None:
-        self.name = name
-        self.args = args
-        self.out = out
-        self.err = err
-        self.status = 0
-
-    def print(self, line: str = "") -> None:
-        self.out.write(line + "\n")
-
-    def json(self, obj: dict) -> None:
-        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
-
-    def fail(self, message: str) -> None:
-        self.err.write(f"kafkalog {self.name}: {message}\n")
-        self.err.flush()
-        self.status = 1
-
-    def guarded(self, action: Callable[[], None]) -> None:
-        """Run ``action``; a library or OS error becomes one line on stderr and status 1."""
-        try:
-            action()
-        except KafkalogError as e:
-            self.fail(str(e))
-        except OSError as e:
-            self.fail(_os_message(e))
-
-    def progress(self, total: int, label: str) -> _ProgressBar:
-        return _ProgressBar(self.err, total, label)
-
-
-def _problem_lines(problems: Sequence[VerifyProblem], root: str) -> list[str]:
-    return [
-        f"{p.severity:<7}  {_display(p.path, root)}"
-        + ("" if p.position is None else f" @{p.position}")
-        + f"  {p.kind}  {p.message}"
-        for p in problems
-    ]
+from ._rebuild import RebuildReport, rebuild_path
+from ._salvage import salvage_segment
+from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
+from ._verify import total_log_bytes, verify_path
+from ._verify_report import SegmentReport as VerifySegmentReport
 
 
 def _run_verify(tool: _Tool) -> None:
@@ -388,16 +251,10 @@ def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
 def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     a = tool.args
     config = _config_from(tool, parser)
-    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+    now = _now_ms(a.now)
 
     def run() -> None:
-        path = Path(a.path)
-        if not path.exists():
-            raise FileNotFoundError(2, "No such file or directory", a.path)
-        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
-        if not partitions:
-            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
-        for directory in partitions:
+        for directory in _partitions_at(a.path):
             tool.guarded(lambda directory=directory: _retention_one(tool, directory, config, now))
 
     tool.guarded(run)

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from pathlib import Path
-from ..cleaner import REASONS, CleanerProgress, CleanerStats, LogCleaner, LogToClean, cleanable_offsets
-from ..config import LogConfig
+
+from .. import (
+    REASONS,
+    CleanerProgress,
+    CleanerStats,
+    Log,
+    LogCleaner,
+    LogConfig,
+    LogToClean,
+    cleanable_offsets,
+)
 from ..errors import KafkalogError
-from ..log import Log
-from ..filenames import find_partition_dirs, segment_logs
+from ._commands import _config_from
+from ._progress import _ProgressBar
+from ._tool import _now_ms, _partitions_at, _table, _Tool, _ts
 from ._verify import total_log_bytes, verify_path
-from ._commands import _ProgressBar, _Tool, _config_from, _table, _ts
 
 # ------------------------------------------------------------------------------------------------
 # compact: LogCleaner.clean over a partition directory (or each of a log directory)
@@ -176,18 +184,11 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     if a.roll and a.dry_run:
         parser.error("--roll changes the log (it starts a new active segment); it cannot be used with --dry-run")
     config = _compact_config(tool, parser)
-    now = a.now if a.now is not None else time.time_ns() // 1_000_000
+    now = _now_ms(a.now)
 
     def run() -> None:
-        path = Path(a.path)
-        if not path.exists():
-            raise FileNotFoundError(2, "No such file or directory", a.path)
-        if not path.is_dir():
-            raise KafkalogError("compact takes a partition directory or a log directory, not a file", file=a.path)
-        partitions = [path] if segment_logs(path) else find_partition_dirs(path)
-        if not partitions:
-            raise KafkalogError("no log segments here and no partition directories below", file=a.path)
-        for directory in partitions:
+        not_a_dir = "compact takes a partition directory or a log directory, not a file"
+        for directory in _partitions_at(a.path, not_a_dir=not_a_dir):
             tool.guarded(lambda directory=directory: _compact_one(tool, directory, config, now))
 
     tool.guarded(run)

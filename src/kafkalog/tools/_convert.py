@@ -1,32 +1,19 @@
-"""Rewriting segments: rebuilding their indexes from the log, and converting them to another
-message format or codec.
+"""Converting segments to another message format or codec (``kafkalog convert``).
 
-**rebuild-index** (:func:`rebuild_indexes`, :func:`rebuild_path`). A segment's ``.index``,
-``.timeindex`` and ``.txnindex`` are regenerated from its ``.log`` by the rule Kafka's
-``LogSegment.recover`` applies (see :mod:`kafkalog.segment`): before a batch is counted, if
-more than ``index.interval.bytes`` were read since the last entry, add the offset entry (batch
-last offset, batch position) and the time entry (largest timestamp so far, last offset of its
-batch); at the end one time entry for the largest timestamp; the ``.txnindex`` from the ABORT
-markers (:class:`~kafkalog.verify.TransactionTracker`). That is byte for byte what Kafka's
-recovery writes, and what an append of one batch at a time writes. The ``.log`` is never
-modified: the indexes cover its valid part and the report says where and why it ends. The new
-files are written under a ``.tmp`` suffix and renamed over the old ones.
+Every batch is decoded and written again with the target magic and codec, one output batch per
+input batch (plain v0/v1 output: one message per record), keeping each record's offset,
+timestamp, key, value and headers as the Record iterator reports them, and for v2 output the
+producer fields, the transaction and control flags, the leader epoch, the base timestamp and the
+delete horizon (an empty v2 batch, kept by the cleaner for its producer state, stays an empty
+header as Kafka writes it). The output is written through :class:`~kafkalog.LogSegment`, so
+its indexes follow Kafka's rule, under a ``.tmp`` suffix renamed into place at the end. What the
+target cannot hold is refused with a :class:`ConversionError` naming the batch: headers,
+transactional or control batches and zstd before magic 2; producer ids and sequences before
+magic 2 unless ``drop_producer_state``; timestamps in magic 0 unless ``drop_timestamps``. Leader
+epochs do not exist before magic 2: they are dropped, and counted.
 
-**convert** (:func:`convert_segment`, :func:`convert_path`). Every batch is decoded and written
-again with the target magic and codec, one output batch per input batch (plain v0/v1 output:
-one message per record), keeping each record's offset, timestamp, key, value and headers as the
-Record iterator reports them, and for v2 output the producer fields, the transaction and
-control flags, the leader epoch, the base timestamp and the delete horizon (an empty v2 batch,
-kept by the cleaner for its producer state, stays an empty header as Kafka writes it). The
-output is written through :class:`~kafkalog.segment.LogSegment`, so its indexes follow Kafka's
-rule, under a ``.tmp`` suffix renamed into place at the end. What the target cannot hold is
-refused with a :class:`ConversionError` naming the batch: headers, transactional or control
-batches and zstd before magic 2; producer ids and sequences before magic 2 unless
-``drop_producer_state``; timestamps in magic 0 unless ``drop_timestamps``. Leader epochs do not
-exist before magic 2: they are dropped, and counted.
-
-Neither tool takes the log directory's lock: both refuse to run while a kafkalog process holds
-it, and must not be run on a partition a broker has open.
+It does not take the log directory's lock: it refuses to run while a kafkalog process holds it,
+and must not be run on a partition a broker has open.
 """
 
 from __future__ import annotations
@@ -34,289 +21,50 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checkpoint import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
-from ..compression import Compression, codec_for_id
-from ..config import LogConfig
+from .. import (
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    MAGIC_V0,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    PARTITION_METADATA,
+    SEGMENT_FILE,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    Compression,
+    FileRecords,
+    LogConfig,
+    LogSegment,
+    MemoryRecords,
+    Record,
+    RecordBatch,
+    TimeIndex,
+    TimestampType,
+    codec_for_id,
+    encode_batch,
+    encode_message_set,
+    encode_record,
+    fsync_dir,
+    segment_base_offset,
+    segment_logs,
+)
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
-from ..file_records import FileRecords
-from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..index import OffsetIndex, TimeIndex, TransactionIndex
-from ..legacy import encode_message_set
-from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
-from ..recordbatch import encode_batch, encode_record
-from ..records import MemoryRecords
-from ..segment import LogSegment
-from ..filenames import find_partition_dirs, segment_logs
-from ._txn import TransactionTracker
+from ._jvm import _INT32_MAX
+from ._rebuild import _MIN_ENTRY, _index_path, ensure_not_in_use
 from ._verify_report import Progress, ProgressTicker
 
-_INT32_MAX = 2**31 - 1
-_TMP = ".tmp"
-_MIN_ENTRY = 26  # the smallest whole entry (a v0 message with null key and value)
-_SEGMENT_LOG = re.compile(r"^\d{20}\.log$")
 
-
-# ------------------------------------------------------------------------------------------------
-# Shared helpers
-
-
-def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
-    """Refuse to touch a partition whose log directory is locked by a running kafkalog ``Log``
-    (an ``flock`` on ``.lock``) or a Kafka broker (a POSIX lock on the same file).
-
-    Raises:
-        KafkalogError: the log directory is in use.
-    """
-    lock = Path(partition_dir).resolve().parent / ".lock"
-    if not lock.exists():
-        return
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: nothing to test
-        return
-    fd = os.open(lock, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-    try:
-        for take, release in (
-            (lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
-            (lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda: fcntl.lockf(fd, fcntl.LOCK_UN)),
-        ):
-            try:
-                take()
-            except OSError:
-                raise KafkalogError(
-                    "the log directory is in use (its .lock is held by a broker or a kafkalog process); stop it first",
-                    file=str(lock.parent),
-                ) from None
-            release()
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _base_offset(path: Path) -> int:
-    prefix = path.name.split(".", 1)[0]
-    if not (prefix.isdigit() and len(prefix) == 20):
-        raise KafkalogError("a segment file is named after its base offset (<20 digits>.log)", file=str(path))
-    return int(prefix)
-
-
-def _index_path(log_path: Path, suffix: str) -> Path:
-    name = log_path.name
-    return log_path.with_name(name[: name.index(LOG_SUFFIX)] + suffix + name[name.index(LOG_SUFFIX) + len(LOG_SUFFIX) :])
-
-
-def _same_bytes(a: Path, b: Path) -> bool:
-    """Whether two files hold the same bytes (a missing file equals an empty one)."""
-    sa = a.stat().st_size if a.exists() else 0
-    sb = b.stat().st_size if b.exists() else 0
-    if sa != sb:
-        return False
-    if sa == 0:
-        return True
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(1 << 20), fb.read(1 << 20)
-            if x != y:
-                return False
-            if not x:
-                return True
-
-
-# ------------------------------------------------------------------------------------------------
-# rebuild-index
-
-
-@dataclass
-class RebuildReport:
-    """What :func:`rebuild_indexes` did for one segment.
-
-    Attributes:
-        path: the ``.log``.
-        batches, valid_bytes, size: batches indexed, the bytes they span, the file's size.
-        offset_entries, time_entries, aborted_txns: entries written.
-        changed: the index files whose content changed (or, in a dry run, would change).
-        stopped: why the valid data ends before the end of the file, or None.
-    """
-
-    path: str
-    batches: int
-    valid_bytes: int
-    size: int
-    offset_entries: int
-    time_entries: int
-    aborted_txns: int
-    changed: tuple[str, ...]
-    stopped: str | None = None
-    dry_run: bool = False
-
-    def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["changed"] = list(self.changed)
-        return out
-
-
-def rebuild_indexes(
-    log_path: str | os.PathLike,
-    *,
-    index_interval_bytes: int = 4096,
-    tracker: TransactionTracker | None = None,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-) -> RebuildReport:
-    """Regenerate the ``.index``, ``.timeindex`` and ``.txnindex`` of one segment from its log.
-
-    Args:
-        log_path: the ``.log``.
-        index_interval_bytes: the topic's ``index.interval.bytes`` (Kafka's default 4096).
-        tracker: the transactions open before this segment (carry one across a partition's
-            segments, oldest first); a fresh one when None.
-        dry_run: build the indexes, compare them with the files, change nothing.
-        progress: told how many more bytes were read.
-
-    Returns:
-        The report.
-
-    Raises:
-        KafkalogError: the file is not named after an offset, or its log directory is in use.
-        OSError: a file cannot be read or written.
-    """
-    log_path = Path(log_path)
-    base = _base_offset(log_path)
-    if index_interval_bytes < 0:
-        raise KafkalogError(f"index.interval.bytes must be >= 0, not {index_interval_bytes}")
-    ensure_not_in_use(log_path.parent)
-    tracker = tracker or TransactionTracker()
-    ticker = ProgressTicker(progress)
-    targets = {s: _index_path(log_path, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
-    tmps = {s: p.with_name(p.name + _TMP) for s, p in targets.items()}
-    for tmp in tmps.values():
-        tmp.unlink(missing_ok=True)  # a stale one would be opened and counted from its length
-    size = log_path.stat().st_size
-    capacity = size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2
-    offset_index = OffsetIndex(tmps[INDEX_SUFFIX], base, capacity * 8)
-    time_index = TimeIndex(tmps[TIME_INDEX_SUFFIX], base, (capacity + 1) * 12)
-    txn_index = TransactionIndex(tmps[TXN_INDEX_SUFFIX], base)
-    batches = valid = since_entry = aborted = 0
-    previous = base - 1
-    max_ts, max_ts_offset = -1, -1
-    stopped: str | None = None
-    try:
-        with FileRecords.open(log_path) as fr:
-            try:
-                for batch in fr.batches(validate=True, strict=True):
-                    last = batch.last_offset
-                    if last <= previous:
-                        stopped = f"offsets go backwards at position {valid} (offset {last} after {previous})"
-                        break
-                    if last - base > _INT32_MAX:
-                        stopped = f"offset {last} at position {valid} overflows the 32-bit range of the base offset"
-                        break
-                    previous = last
-                    if batch.max_timestamp > max_ts:
-                        max_ts, max_ts_offset = batch.max_timestamp, last
-                    if since_entry > index_interval_bytes:
-                        offset_index.append(last, valid)
-                        time_index.maybe_append(max_ts, max_ts_offset)
-                        since_entry = 0
-                    size_in_bytes = batch.size_in_bytes
-                    valid += size_in_bytes
-                    since_entry += size_in_bytes
-                    batches += 1
-                    ticker.add(size_in_bytes)
-                    if batch.magic == MAGIC_V2:
-                        end = tracker.on_batch(batch)
-                        txn = end.aborted_txn if end is not None else None
-                        if txn is not None:
-                            txn_index.append(txn)
-                            aborted += 1
-            except KafkalogError as e:
-                stopped = e.reason if e.position is None else f"at position {e.position}: {e.reason}"
-        time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-        offset_entries, time_entries = offset_index.entries, time_index.entries
-        offset_index.close()  # trims to the entries
-        time_index.close()
-        txn_index.close()
-        if aborted == 0 and not targets[TXN_INDEX_SUFFIX].exists():
-            tmps[TXN_INDEX_SUFFIX].unlink(missing_ok=True)  # Kafka creates it on the first entry
-        elif not tmps[TXN_INDEX_SUFFIX].exists():
-            tmps[TXN_INDEX_SUFFIX].touch()  # an existing one is emptied, as recovery empties it
-        changed = tuple(
-            targets[s].name for s in targets if tmps[s].exists() and not _same_bytes(tmps[s], targets[s])
-        )
-        if not dry_run:
-            for s in targets:
-                if tmps[s].exists():
-                    os.replace(tmps[s], targets[s])
-            _fsync_dir(log_path.parent)
-    finally:
-        ticker.flush()
-        for index in (offset_index, time_index):
-            index.close()
-        txn_index.close()
-        for tmp in tmps.values():
-            tmp.unlink(missing_ok=True)
-    if stopped is None and valid < size:
-        stopped = f"{size - valid} bytes after position {valid} do not hold a whole batch"
-    return RebuildReport(
-        str(log_path), batches, valid, size, offset_entries, time_entries, aborted, changed, stopped, dry_run
-    )
-
-
-def rebuild_path(
-    path: str | os.PathLike,
-    *,
-    index_interval_bytes: int = 4096,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-) -> list[RebuildReport]:
-    """:func:`rebuild_indexes` for a segment (any of its files), every segment of a partition
-    directory (oldest first, following transactions across them), or every partition of a log
-    directory.
-
-    Raises:
-        KafkalogError: no segment to rebuild, or a directory in use.
-        OSError: ``path`` does not exist or cannot be read or written.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(2, "No such file or directory", str(path))
-    if path.is_file():
-        stem = path.name.split(".", 1)[0]
-        log = path.with_name(stem + LOG_SUFFIX)
-        if not log.exists():
-            raise KafkalogError(f"no segment {log.name} here", file=str(path))
-        return [rebuild_indexes(log, index_interval_bytes=index_interval_bytes, dry_run=dry_run, progress=progress)]
-    partitions = [path] if segment_logs(path) else find_partition_dirs(path)
-    reports = []
-    for directory in partitions:
-        tracker = TransactionTracker()
-        for log in segment_logs(directory):
-            reports.append(
-                rebuild_indexes(
-                    log, index_interval_bytes=index_interval_bytes, tracker=tracker, dry_run=dry_run, progress=progress
-                )
-            )
-    if not reports:
-        raise KafkalogError("no log segments here or in partition directories below", file=str(path))
-    return reports
-
-
-# ------------------------------------------------------------------------------------------------
-# convert
+def _is_segment_log(name: str) -> bool:
+    """Whether ``name`` is a segment's ``<20 digits>.log``."""
+    m = SEGMENT_FILE.match(name)
+    return m is not None and "." + m.group(2) == LOG_SUFFIX
 
 
 @dataclass
@@ -475,10 +223,10 @@ def _check_target(magic: int, compression: Compression | str | int) -> Compressi
 def _output_log(src: Path, dst: Path) -> Path:
     """The output ``.log`` for ``src``: ``dst`` itself when it is named like a segment, else a
     file in the directory ``dst`` (created if needed) named after the source's base offset."""
-    if _SEGMENT_LOG.match(dst.name) and not dst.is_dir():
+    if _is_segment_log(dst.name) and not dst.is_dir():
         return dst
     dst.mkdir(parents=True, exist_ok=True)
-    return dst / f"{_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
+    return dst / f"{segment_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
 
 
 def _existing_outputs(out_log: Path) -> list[Path]:
@@ -530,16 +278,16 @@ def convert_segment(
     if existing and not overwrite:
         raise ConversionError(f"{existing[0].name} exists (pass overwrite / --force to replace it)", file=str(existing[0]))
     ensure_not_in_use(out_log.parent)
-    base = _base_offset(out_log)
+    base = segment_base_offset(out_log)
     report = ConvertReport(str(src), str(out_log), magic, codec.kafka_name)
     ticker = ProgressTicker(progress)
     out_dir = out_log.parent
     config = LogConfig(index_interval_bytes=index_interval_bytes)
     capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
-    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * 12)))
+    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-        Path(str(_index_path(out_log, suffix)) + _TMP).unlink(missing_ok=True)
-    segment = LogSegment.open(out_dir, base, config, suffix=_TMP)
+        Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
+    segment = LogSegment.open(out_dir, base, config, suffix=TMP_SUFFIX)
     done = False
     try:
         with FileRecords.open(src) as fr:
@@ -574,15 +322,15 @@ def convert_segment(
         # the source's entries stay right (v0/v1 output has no transactions).
         src_txn = _index_path(src, TXN_INDEX_SUFFIX)
         if magic == MAGIC_V2 and src_txn.exists():
-            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + _TMP))
+            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + TMP_SUFFIX))
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            tmp = Path(str(_index_path(out_log, suffix)) + _TMP)
+            tmp = Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX)
             final = _index_path(out_log, suffix)
             if tmp.exists():
                 os.replace(tmp, final)
             elif suffix == TXN_INDEX_SUFFIX:
                 final.unlink(missing_ok=True)  # an overwritten segment's old one
-        _fsync_dir(out_dir)
+        fsync_dir(out_dir)
         done = True
     finally:
         ticker.flush()
@@ -590,7 +338,7 @@ def convert_segment(
             with contextlib.suppress(Exception):
                 segment.close()
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                Path(str(_index_path(out_log, suffix)) + _TMP).unlink(missing_ok=True)
+                Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
     return report
 
 
@@ -650,5 +398,5 @@ def convert_path(
     for name in copies:
         if (src / name).exists():
             shutil.copyfile(src / name, dst / name)
-    _fsync_dir(dst)
+    fsync_dir(dst)
     return report

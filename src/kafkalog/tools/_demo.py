@@ -9,17 +9,21 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
-from ..builder import RecordBatchBuilder
-from ..cleaner import LogCleaner
-from ..compression import Compression
-from ..config import LogConfig
+
+from .. import (
+    AppendOrigin,
+    Compression,
+    ControlRecordType,
+    Log,
+    LogCleaner,
+    LogConfig,
+    RecordBatchBuilder,
+    TimestampType,
+)
 from ..errors import KafkalogError
-from ..log import Log
-from ..producer_state import AppendOrigin
-from ..record import ControlRecordType, TimestampType
-from ._verify import verify_path
-from ._commands import _Tool, _problem_lines, _table
 from ._compact import _compact_lines
+from ._tool import _problem_lines, _table, _Tool
+from ._verify import verify_path
 
 # ------------------------------------------------------------------------------------------------
 # demo: the whole library in one run
@@ -88,21 +92,24 @@ def build_sample(directory: str | os.PathLike, *, clock: Callable[[], int] | Non
     return batches + 2
 
 
+#: ``main(argv, stdout=..., stderr=...) -> status``: the command line the demo dumps with (handed
+#: in by the command line itself, which dispatches to the demo).
+_Main = Callable[..., int]
+
+
 class _DumpBlock(NamedTuple):
     file: str
     magic: int
     lines: list[str]  # the batch line, then its record lines
 
 
-def _dump_blocks(paths: Sequence[Path]) -> tuple[dict[str, list[str]], list[_DumpBlock]]:
+def _dump_blocks(paths: Sequence[Path], main: _Main) -> tuple[dict[str, list[str]], list[_DumpBlock]]:
     """``kafkalog dump --deep-iteration --print-data-log`` of each segment, split into each
     file's header lines and one block per batch."""
     headers: dict[str, list[str]] = {}
     blocks: list[_DumpBlock] = []
     for path in paths:
         out, err = io.StringIO(), io.StringIO()
-        from ._cli import main  # the dump command itself; _cli imports this module
-
         if main(["dump", "--files", str(path), "--deep-iteration", "--print-data-log"], stdout=out, stderr=err) != 0:
             raise KafkalogError(f"kafkalog dump failed: {err.getvalue().strip()}", file=str(path))
         head: list[str] = []
@@ -110,7 +117,8 @@ def _dump_blocks(paths: Sequence[Path]) -> tuple[dict[str, list[str]], list[_Dum
             if line.startswith("| ") and blocks and blocks[-1].file == str(path):
                 blocks[-1].lines.append(line)
             elif line.startswith(("baseOffset:", "offset:")):
-                magic = int(re.search(r" magic: (\d+) ", line)[1])  # type: ignore[index]
+                found = re.search(r" magic: (\d+) ", line)
+                magic = int(found[1]) if found else -1
                 blocks.append(_DumpBlock(str(path), magic, [line]))
             else:
                 head.append(line)
@@ -118,11 +126,11 @@ def _dump_blocks(paths: Sequence[Path]) -> tuple[dict[str, list[str]], list[_Dum
     return headers, blocks
 
 
-def _dump_slice(paths: Sequence[Path], last: int) -> list[str]:
+def _dump_slice(paths: Sequence[Path], last: int, main: _Main) -> list[str]:
     """The first batch of each magic and the last ``last`` batches of the segments at
     ``paths``, as ``kafkalog dump --deep-iteration --print-data-log`` prints them (``...`` where
     batches are left out)."""
-    headers, blocks = _dump_blocks(paths)
+    headers, blocks = _dump_blocks(paths, main)
     chosen = {len(blocks) - i - 1 for i in range(min(last, len(blocks)))}
     for magic in sorted({b.magic for b in blocks}):
         chosen.add(next(i for i, b in enumerate(blocks) if b.magic == magic))
@@ -140,26 +148,27 @@ def _dump_slice(paths: Sequence[Path], last: int) -> list[str]:
     return lines
 
 
-def _run_demo(tool: _Tool) -> None:
+def _run_demo(tool: _Tool, main: _Main) -> None:
+    """``kafkalog demo [DIR]``; ``main`` is the command line, for the dump of step 4."""
     a = tool.args
 
     def run() -> None:
         if a.dir is None:
             with tempfile.TemporaryDirectory(prefix="kafkalog-demo-") as tmp:
                 tool.print(f"kafkalog demo in {tmp} (a temporary directory, removed at the end; kafkalog demo DIR keeps it)")
-                _demo(tool, Path(tmp))
+                _demo(tool, Path(tmp), main)
         else:
             log_dir = Path(a.dir)
             if log_dir.exists() and not log_dir.is_dir():
                 raise NotADirectoryError(20, "Not a directory", a.dir)
             log_dir.mkdir(parents=True, exist_ok=True)
             tool.print(f"kafkalog demo in {log_dir} (kept)")
-            _demo(tool, log_dir)
+            _demo(tool, log_dir, main)
 
     tool.guarded(run)
 
 
-def _demo(tool: _Tool, log_dir: Path) -> None:
+def _demo(tool: _Tool, log_dir: Path, main: _Main) -> None:
     """Build, summarise, compact, verify and dump the sample partition in ``log_dir``."""
     partition = log_dir / SAMPLE_PARTITION
     now = _SAMPLE_NOW
@@ -226,7 +235,7 @@ def _demo(tool: _Tool, log_dir: Path) -> None:
         "4. Dump: kafkalog dump --files SEGMENT --deep-iteration --print-data-log (Kafka's kafka-dump-log.sh "
         "output): the first batch of each magic and the last three batches"
     )
-    for line in _dump_slice([Path(s.path) for s in report.segments if s.records], 3):
+    for line in _dump_slice([Path(s.path) for s in report.segments if s.records], 3, main):
         tool.print(line)
     tool.print()
     where = str(partition) if tool.args.dir else "PARTITION_DIR"

@@ -6,17 +6,29 @@ import os
 import stat
 import struct
 from typing import NamedTuple
-from .. import crc as _crc
-from ..checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, OffsetCheckpointFile
+
+from .. import (
+    COMPRESSION_CODEC_MASK,
+    LEADER_EPOCH_CHECKPOINT,
+    TXN_INDEX_ENTRY,
+    ControlRecordType,
+    FileRecords,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    OffsetIndex,
+    Record,
+    RecordBatch,
+    TimeIndex,
+    decode_snapshot,
+    next_valid_batch,
+)
 from ..errors import KafkalogError
-from ..file_records import FileRecords
-from ..index import OffsetIndex, TimeIndex
-from ..producer_state import decode_snapshot
-from ..record import ControlRecordType, Record, RecordBatch
-from ._dump_framing import _SIZE_MAGIC, _classify, _resync
+from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
-from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _HEADER_UP_TO_MAGIC, _MIN_ENTRY_SIZE, _OFFSET_CHECKPOINTS, _absolute, _jackson, _java_path, _parse_long
-from ._schemas import _KRAFT_CONTROL, _ReadError, _Reader, _read_message, _to_json
+from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _absolute, _jackson, _java_path, _parse_long
+from ._kafka_messages import _kafka_snapshot_problem, _offset_index_problem, _time_index_problem
+from ._schemas import _KRAFT_CONTROL, _read_message, _Reader, _ReadError, _to_json
+from ._verify_report import _OFFSET_CHECKPOINTS
 
 # ------------------------------------------------------------------------------------------------
 # The dump
@@ -139,9 +151,10 @@ class _Dump:
             self.out.deprecated_decoder(old, new)
         self.out.log_header(info)
         abs_path = _absolute(display)
-        limited = self.o.max_bytes is not None
+        max_bytes = self.o.max_bytes
+        limited = max_bytes is not None
         with FileRecords.open(display) as fr:
-            end = fr.size_in_bytes if not limited else min(fr.size_in_bytes, self.o.max_bytes)  # type: ignore[type-var]
+            end = fr.size_in_bytes if max_bytes is None else min(fr.size_in_bytes, max_bytes)
             state = _LogState(abs_path)
             pos = 0
             batches = 0
@@ -164,8 +177,8 @@ class _Dump:
                 stop = _classify(fr, pos, end, failure)
                 if limited and stop.tail:
                     break  # a batch cut by --max-bytes
-                found = _resync(fr, pos + 1, end, self.o.max_message_size)
-                if found is None:
+                resync = next_valid_batch(fr, pos + 1, end, max_batch_size=self.o.max_message_size)
+                if resync is None:
                     if batches == 0 and pos == 0 and _looks_foreign(fr, end):
                         self._fail(display, f"not a Kafka log: no valid batch in its {end} bytes")
                         return
@@ -174,18 +187,19 @@ class _Dump:
                     if not limited:
                         self.out.trailing(display, name, pos, end - pos)
                     return
+                found = resync.position
                 skipped = f"skipped {found - pos} bytes to the next valid batch at position {found}"
                 self._error(display, name, pos, f"{stop.reason}; {skipped}")
                 pos = found
 
     def _batch(self, display: str, name: str, batch: RecordBatch, state: _LogState) -> None:
         position: int = batch.position  # type: ignore[assignment]
-        codec_id = batch.attributes & 7  # type: ignore[attr-defined]
+        codec_id = batch.attributes & COMPRESSION_CODEC_MASK
         if codec_id >= len(_CODEC_NAMES):  # CompressionType.forId throws
             self._error(display, name, position, f"unknown compression codec id {codec_id} in the batch attributes")
             return
         try:
-            valid = batch.compute_crc() == batch.crc  # type: ignore[attr-defined]
+            valid = batch.compute_crc() == batch.crc
         except KafkalogError as e:
             self._error(display, name, position, e.reason)
             return
@@ -242,7 +256,7 @@ class _Dump:
     def _offset_index(self, display: str, name: str, info: dict) -> None:
         base = info["baseOffset"]
         length = os.stat(display).st_size
-        entries = length // 8
+        entries = length // OffsetIndex.DTYPE.itemsize
         if entries == 0:
             self.out.index_empty(display)
             return
@@ -301,7 +315,7 @@ class _Dump:
     def _time_index(self, display: str, name: str, info: dict) -> None:
         base = info["baseOffset"]
         length = os.stat(display).st_size
-        entries = length // 12
+        entries = length // TimeIndex.DTYPE.itemsize
         tindex = TimeIndex(display, base, writable=False)
         try:
             if self.o.sanity_only:
@@ -375,7 +389,7 @@ class _Dump:
     # -- .txnindex -----------------------------------------------------------------------------------
 
     def _txn_index(self, display: str, name: str, info: dict) -> None:
-        entry = _ABORTED_TXN
+        entry = TXN_INDEX_ENTRY
         position = 0
         with open(display, "rb") as f:
             while True:
@@ -481,16 +495,6 @@ def _control_tail(record: Record) -> tuple[str, dict, str | None]:
     return f" controlType: {ctype.name}({type_id})", {"controlType": ctype.name, "controlTypeId": type_id}, None
 
 
-def _looks_foreign(fr: FileRecords, end: int) -> bool:
-    """True when the first bytes are not the start of any entry Kafka could have written (and
-    are not the zeros of a preallocated or zero-filled file)."""
-    head = fr.read(0, _HEADER_UP_TO_MAGIC)
-    if end < _HEADER_UP_TO_MAGIC or len(head) < _HEADER_UP_TO_MAGIC or not any(head):
-        return False
-    size, magic = _SIZE_MAGIC.unpack(head)
-    return size < _MIN_ENTRY_SIZE or not 0 <= magic <= 2
-
-
 def _sibling(display: str, name: str, suffix: str) -> str:
     """The file of the same segment with another suffix (Kafka: ``name.split("\\\\.")(0) + suffix``
     in the absolute parent directory)."""
@@ -511,93 +515,4 @@ def _unreadable(path: str) -> str | None:
         return "not a regular file"
     if not os.access(path, os.R_OK):
         return "Permission denied"
-    return None
-
-
-def _offset_index_problem(index: OffsetIndex, abs_path: str, length: int) -> str | None:
-    """``OffsetIndex.sanityCheck``'s exception message, or None when it passes."""
-    entries = length // 8
-    last = index.entry(entries - 1).offset if entries else index.base_offset
-    if entries and last < index.base_offset:
-        return (
-            f"Corrupt index found, index file {abs_path} has non-zero size but the last offset is {last} "
-            f"which is less than the base offset {index.base_offset}"
-        )
-    if length % 8:
-        return f"Index file {abs_path} is corrupt, found {length} bytes which is neither positive nor a multiple of 8"
-    return None
-
-
-def _time_index_problem(index: TimeIndex, abs_path: str, length: int) -> str | None:
-    """``TimeIndex.sanityCheck``'s exception message, or None when it passes."""
-    entries = length // 12
-    if entries:
-        first_ts = index.entry(0).timestamp
-        last_ts, last_offset = index.entry(entries - 1)
-        if last_ts < first_ts:
-            return (
-                f"Corrupt time index found, time index file ({abs_path}) has non-zero size but the last timestamp "
-                f"is {last_ts} which is less than the first timestamp {first_ts}"
-            )
-        if last_offset < index.base_offset:
-            return (
-                f"Corrupt time index found, time index file ({abs_path}) has non-zero size but the last offset "
-                f"is {last_offset} which is less than the first offset {index.base_offset}"
-            )
-    if length % 12:
-        return (
-            f"Time index file {abs_path} is corrupt, found {length} bytes which is neither positive nor a "
-            "multiple of 12"
-        )
-    return None
-
-
-# version:int16, producerId, firstOffset, lastOffset, lastStableOffset: int64 (34 bytes).
-_ABORTED_TXN = struct.Struct(">hqqqq")
-assert _ABORTED_TXN.size == 34
-
-_SNAPSHOT_FIELDS = (
-    ("producer_id", 8),
-    ("epoch", 2),
-    ("last_sequence", 4),
-    ("last_offset", 8),
-    ("offset_delta", 4),
-    ("timestamp", 8),
-    ("coordinator_epoch", 4),
-    ("current_txn_first_offset", 8),
-)
-_SNAPSHOT_ENTRY_SIZE = sum(size for _, size in _SNAPSHOT_FIELDS)
-
-
-def _kafka_snapshot_problem(data: bytes) -> str | None:
-    """The CorruptSnapshotException message ``ProducerStateManager.readSnapshot`` would raise
-    for ``data`` (schema read, then version, then CRC), or None."""
-    underflow = "java.nio.BufferUnderflowException"
-
-    def schema(field: str, why: str) -> str:
-        return f"Snapshot failed schema validation: Error reading field '{field}': {why}"
-
-    if len(data) < 2:
-        return schema("version", underflow)
-    if len(data) < 6:
-        return schema("crc", underflow)
-    if len(data) < 10:
-        return schema("producer_entries", underflow)
-    version, stored_crc, count = struct.unpack_from(">hIi", data)
-    remaining = len(data) - 10
-    if count < 0:
-        return schema("producer_entries", f"Array size {count} cannot be negative")
-    if count > remaining:
-        return schema("producer_entries", f"Error reading array of size {count}, only {remaining} bytes available")
-    if count * _SNAPSHOT_ENTRY_SIZE > remaining:
-        left = remaining % _SNAPSHOT_ENTRY_SIZE if remaining < count * _SNAPSHOT_ENTRY_SIZE else 0
-        for field, size in _SNAPSHOT_FIELDS:
-            if left < size:
-                return schema("producer_entries", f"Error reading field '{field}': {underflow}")
-            left -= size
-    if version != 1:
-        return f"Snapshot contained an unknown file version {version}"
-    computed = _crc.crc32c(memoryview(data)[6:])
-    if computed != stored_crc:
-        return f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed}"
     return None

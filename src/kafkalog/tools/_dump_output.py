@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import IO, NamedTuple
-from ..producer_state import ProducerStateEntry
-from ..record import RecordBatch
+
+from .. import ProducerStateEntry, RecordBatch
 from ._decoders import _Parsed
-from ._jvm import _ScalaHashMap, _jbool, _optional_long
+from ._jvm import _jbool, _optional_long, _ScalaHashMap
 from ._spool import _PairSpool
 
 # ------------------------------------------------------------------------------------------------

@@ -8,26 +8,12 @@ import os
 import re
 import struct
 from collections.abc import Callable
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 
-_INT32_MAX = 2**31 - 1
+_INT32_MAX = 2**31 - 1  # Integer.MAX_VALUE: also the reach of a segment's 32-bit relative offsets
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
 _CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")  # CompressionType.name by id
-_OFFSET_CHECKPOINTS = frozenset(
-    {
-        RECOVERY_POINT_OFFSET_CHECKPOINT,
-        LOG_START_OFFSET_CHECKPOINT,
-        REPLICATION_OFFSET_CHECKPOINT,
-        CLEANER_OFFSET_CHECKPOINT,
-    }
-)
 _BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
-_LOG_OVERHEAD = 12
-_HEADER_UP_TO_MAGIC = 17
-_MIN_ENTRY_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0
-_V2_OVERHEAD = 61
-_CHUNK = 1 << 20
 
 
 # ------------------------------------------------------------------------------------------------

@@ -27,16 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ._convert import RebuildReport, ensure_not_in_use, rebuild_indexes
+from .. import (
+    DEFAULT_MAX_RESYNC_BATCH,
+    LOG_SUFFIX,
+    MAGIC_V2,
+    TMP_SUFFIX,
+    FileRecords,
+    all_zero,
+    fsync_dir,
+    next_valid_batch,
+)
 from ..errors import KafkalogError, TruncatedRecordError
-from ..file_records import FileRecords
-from ..filenames import LOG_SUFFIX
-from ..record import MAGIC_V2
-from ..resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
+from ._jvm import _INT32_MAX
+from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes
 from ._verify_report import Progress, ProgressTicker
-
-_INT32_MAX = 2**31 - 1
-_TMP = ".tmp"
 
 
 class SkippedRegion(NamedTuple):
@@ -155,7 +159,7 @@ def salvage_segment(
             raise KafkalogError("the output exists (pass overwrite / --force to replace it)", file=str(out))
     ensure_not_in_use(out.parent)
     base = _segment_base(src)
-    tmp = out.with_name(out.name + _TMP)
+    tmp = out.with_name(out.name + TMP_SUFFIX)
     tmp.unlink(missing_ok=True)
     ticker = ProgressTicker(progress)
     with FileRecords.open(src) as fr:
@@ -173,7 +177,7 @@ def salvage_segment(
             ticker.flush()
         sink.close()
     os.replace(tmp, out)
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
     if write_indexes and _segment_base(out) is not None and out.name.endswith(LOG_SUFFIX):
         report.indexes = rebuild_indexes(out, index_interval_bytes=index_interval_bytes)
     return report
@@ -241,13 +245,3 @@ def _copy(
 
 def _skip(position: int, length: int, reason: str) -> SkippedRegion:
     return SkippedRegion(position, length, reason)
-
-
-def _fsync_dir(directory: Path) -> None:
-    if os.name == "nt":
-        return
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

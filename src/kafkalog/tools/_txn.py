@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from typing import NamedTuple
-from ..index import AbortedTxn
-from ..record import MAGIC_V2, ControlRecordType, RecordBatch
+
+from .. import MAGIC_V2, AbortedTxn, ControlRecordType, RecordBatch
 
 # ------------------------------------------------------------------------------------------------
 # Transactions

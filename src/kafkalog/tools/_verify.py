@@ -4,13 +4,37 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, PARTITION_METADATA, RECOVERY_POINT_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, LeaderEpochCheckpointFile, OffsetCheckpointFile, PartitionMetadataFile
+
+from .. import (
+    CLEANED_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    LOG_SUFFIX,
+    PARTITION_METADATA,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    SEGMENT_FILE,
+    SNAPSHOT_SUFFIX,
+    SPECIAL_DIR,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+    decode_snapshot,
+    find_partition_dirs,
+    partition_of,
+    segment_base_offset,
+    segment_logs,
+)
 from ..errors import CorruptCheckpointError, KafkalogError
-from ..filenames import CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..producer_state import decode_snapshot
-from ..filenames import SEGMENT_FILE, SPECIAL_DIR, find_partition_dirs, partition_of, segment_base_offset, segment_logs
-from ._verify_report import PartitionReport, Progress, SegmentReport, VerifyReport, _OFFSET_CHECKPOINTS, _Problems
+from ._verify_report import _OFFSET_CHECKPOINTS, PartitionReport, Progress, SegmentReport, VerifyReport, _Problems
 from ._verify_segment import _Context, _run_scan
+
 
 class _LogDirOffsets:
     """The log directory's offset checkpoints, parsed once (problems reported once)."""
@@ -231,23 +255,19 @@ def _leftover_dirs(log_dir: Path, problems: _Problems) -> None:
                 problems.add(str(log_dir / e.name), None, "leftover-file", what, "warning")
 
 
+def _checkpoint_reader(name: str):
+    """The class that reads the text checkpoint file ``name``, or None for another file."""
+    if name in _OFFSET_CHECKPOINTS:
+        return OffsetCheckpointFile
+    return {LEADER_EPOCH_CHECKPOINT: LeaderEpochCheckpointFile, PARTITION_METADATA: PartitionMetadataFile}.get(name)
+
+
 def _verify_file(path: Path, report: VerifyReport, problems: _Problems, deep: bool, progress: Progress | None) -> None:
     name = path.name
-    if name in _OFFSET_CHECKPOINTS:
+    reader = _checkpoint_reader(name)
+    if reader is not None:
         try:
-            OffsetCheckpointFile(path).read()
-        except CorruptCheckpointError as e:
-            problems.add(str(path), e.position, "checkpoint-parse", e.reason)
-        return
-    if name == LEADER_EPOCH_CHECKPOINT:
-        try:
-            LeaderEpochCheckpointFile(path).read()
-        except CorruptCheckpointError as e:
-            problems.add(str(path), e.position, "checkpoint-parse", e.reason)
-        return
-    if name == PARTITION_METADATA:
-        try:
-            PartitionMetadataFile(path).read()
+            reader(path).read()
         except CorruptCheckpointError as e:
             problems.add(str(path), e.position, "checkpoint-parse", e.reason)
         return

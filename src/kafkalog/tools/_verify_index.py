@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
-from ..index import AbortedTxn, OffsetIndex, TimeIndex
+
+from .. import TXN_INDEX_ENTRY, AbortedTxn, OffsetIndex, TimeIndex
 from ._verify_report import _Problems
 
 # ------------------------------------------------------------------------------------------------
@@ -35,21 +35,29 @@ def _used_entries(path: Path, entry_size: int, length: int) -> int:
     return 0
 
 
-class _OffsetIndexCheck:
-    """Kafka's offset index rule checked entry by entry as the batches stream past."""
+class _IndexCheck:
+    """The entries of an index (the first ``used``), pulled one at a time as the batches stream
+    past; problems are reported against the index file, entry by entry."""
 
-    def __init__(self, index: OffsetIndex, used: int, path: str, problems: _Problems) -> None:
+    def __init__(self, index: OffsetIndex | TimeIndex, used: int, path: str, problems: _Problems) -> None:
         self._index = index
         self._n = used
         self._i = 0
         self._path = path
         self._p = problems
-        self._prev: tuple[int, int] | None = None
-        self._pending: tuple[int, int, int] | None = None  # (entry, offset, position)
-        self._next = self._pull()
+        self._prev: tuple[int, int] | None = None  # the last entry that kept the rule
 
     def _add(self, entry: int, kind: str, message: str) -> None:
         self._p.add(self._path, entry, kind, f"entry {entry}: {message}")
+
+
+class _OffsetIndexCheck(_IndexCheck):
+    """Kafka's offset index rule checked entry by entry as the batches stream past."""
+
+    def __init__(self, index: OffsetIndex, used: int, path: str, problems: _Problems) -> None:
+        super().__init__(index, used, path, problems)
+        self._pending: tuple[int, int, int] | None = None  # (entry, offset, position)
+        self._next = self._pull()
 
     def _pull(self) -> tuple[int, int, int] | None:
         base = self._index.base_offset
@@ -125,21 +133,13 @@ class _OffsetIndexCheck:
             )
 
 
-class _TimeIndexCheck:
+class _TimeIndexCheck(_IndexCheck):
     """Kafka's time index rule checked entry by entry as the batches stream past."""
 
     def __init__(self, index: TimeIndex, used: int, path: str, problems: _Problems) -> None:
-        self._index = index
-        self._n = used
-        self._i = 0
-        self._path = path
-        self._p = problems
-        self._prev: tuple[int, int] | None = None
+        super().__init__(index, used, path, problems)
         self._max = (-1, -1)  # (largest batch max timestamp so far, last offset of its batch)
         self._next = self._pull()
-
-    def _add(self, entry: int, kind: str, message: str) -> None:
-        self._p.add(self._path, entry, kind, f"entry {entry}: {message}")
 
     def _pull(self) -> tuple[int, int, int] | None:
         while self._i < self._n:
@@ -205,21 +205,18 @@ class _TimeIndexCheck:
             )
 
 
-_TXN_ENTRY = struct.Struct(">hqqqq")
-
-
 def _read_txn_index(path: Path, problems: _Problems, base_offset: int) -> list[tuple[int, AbortedTxn]]:
     """The entries of a ``.txnindex`` as (entry number, txn); malformed ones are reported."""
     data = path.read_bytes()
     name = str(path)
-    if len(data) % _TXN_ENTRY.size:
+    if len(data) % TXN_INDEX_ENTRY.size:
         problems.add(
-            name, None, "txnindex-corrupt", f"{len(data)} bytes is not a whole number of {_TXN_ENTRY.size}-byte entries"
+            name, None, "txnindex-corrupt", f"{len(data)} bytes is not a whole number of {TXN_INDEX_ENTRY.size}-byte entries"
         )
     out = []
     last = None
-    for i, pos in enumerate(range(0, len(data) - _TXN_ENTRY.size + 1, _TXN_ENTRY.size)):
-        version, pid, first, last_offset, lso = _TXN_ENTRY.unpack_from(data, pos)
+    for i, pos in enumerate(range(0, len(data) - TXN_INDEX_ENTRY.size + 1, TXN_INDEX_ENTRY.size)):
+        version, pid, first, last_offset, lso = TXN_INDEX_ENTRY.unpack_from(data, pos)
         if version != 0:
             problems.add(name, i, "txnindex-corrupt", f"entry {i}: unknown version {version} (Kafka writes 0)")
             continue

@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from ..checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+
+from .. import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 
 #: Problems of one kind kept per file; the rest are counted in one last problem of that kind.
 MAX_PROBLEMS_PER_KIND = 20
@@ -15,8 +21,6 @@ PROGRESS_STEP = 1 << 20
 #: A callable told how many more bytes were processed (for progress bars).
 Progress = Callable[[int], None]
 
-_INT32_MAX = 2**31 - 1
-_CHUNK = 1 << 20
 _OFFSET_CHECKPOINTS = (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,

@@ -5,17 +5,30 @@ from __future__ import annotations
 import bisect
 import os
 from pathlib import Path
-from ..checkpoint import EpochEntry
-from ..compression import Compression
+
+from .. import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAGIC_V2,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    Compression,
+    ControlRecordType,
+    EpochEntry,
+    FileRecords,
+    OffsetIndex,
+    RecordBatch,
+    TimeIndex,
+    TimestampType,
+    all_zero,
+    next_valid_batch,
+    segment_base_offset,
+)
 from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
-from ..file_records import FileRecords
-from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..index import OffsetIndex, TimeIndex
-from ..record import MAGIC_V2, ControlRecordType, RecordBatch, TimestampType
-from ..resync import all_zero, next_valid_batch
+from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker, TxnEnd
-from ._verify_index import _OffsetIndexCheck, _TimeIndexCheck, _entries, _read_txn_index, _used_entries
-from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _INT32_MAX, _Problems
+from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
+from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _Problems
 
 # ------------------------------------------------------------------------------------------------
 # One segment
@@ -28,15 +41,6 @@ def _sibling(log_path: Path, suffix: str) -> Path:
     if i < 0:
         return log_path.with_name(name + suffix)
     return log_path.with_name(name[:i] + suffix + name[i + len(LOG_SUFFIX) :])
-
-
-def segment_base_offset(path: Path) -> int:
-    prefix = path.name.split(".", 1)[0]
-    if not prefix.isdigit():
-        raise KafkalogError(
-            "a segment file is named after its base offset (<20 digits>.log); this name is not", file=str(path)
-        )
-    return int(prefix)
 
 
 class _Context:
@@ -233,7 +237,7 @@ class _SegmentScan:
         if isinstance(error, CorruptRecordError):
             try:
                 batch = next(fr.slice(pos).batches(), None)
-                if batch is not None and batch.compute_crc() != batch.crc:  # type: ignore[attr-defined]
+                if batch is not None and batch.compute_crc() != batch.crc:
                     kind = "crc"
             except KafkalogError:
                 pass
