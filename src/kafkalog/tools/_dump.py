@@ -23,11 +23,28 @@ from .. import (
     next_valid_batch,
 )
 from ..errors import KafkalogError
+from ..protocol import (
+    KRAFT_CONTROL_RECORDS,
+    MessageReader,
+    ProtocolError,
+    read_message,
+    to_json,
+)
 from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
-from ._jvm import _BOOTSTRAP_SNAPSHOT, _CODEC_NAMES, _absolute, _jackson, _java_path, _parse_long
-from ._kafka_messages import _kafka_snapshot_problem, _offset_index_problem, _time_index_problem
-from ._schemas import _KRAFT_CONTROL, _read_message, _Reader, _ReadError, _to_json
+from ._jvm import (
+    _BOOTSTRAP_SNAPSHOT,
+    _CODEC_NAMES,
+    _absolute,
+    _jackson,
+    _java_path,
+    _parse_long,
+)
+from ._kafka_messages import (
+    _kafka_snapshot_problem,
+    _offset_index_problem,
+    _time_index_problem,
+)
 from ._verify_report import _OFFSET_CHECKPOINTS
 
 # ------------------------------------------------------------------------------------------------
@@ -478,19 +495,19 @@ def _control_tail(record: Record) -> tuple[str, dict, str | None]:
             {"controlType": ctype.name, "coordinatorEpoch": epoch},
             None,
         )
-    if ctype in _KRAFT_CONTROL:
-        label, message = _KRAFT_CONTROL[ctype]
+    if ctype in KRAFT_CONTROL_RECORDS:
+        label, message = KRAFT_CONTROL_RECORDS[ctype]
         try:
             if record.value is None:
-                raise _ReadError("the record has no value")
+                raise ProtocolError("the record has no value")
             # ControlRecordUtils reads version 0; the JSON is written at the record's own
             # "version" field, which must therefore be 0 too.
-            values = _read_message(message, _Reader(record.value), 0)
+            values = read_message(message, MessageReader(record.value), 0)
             if values["version"] != 0:
-                raise _ReadError(f"Can't write version {values['version']} of {message.name}")
-        except _ReadError as e:
+                raise ProtocolError(f"Can't write version {values['version']} of {message.name}")
+        except ProtocolError as e:
             return "", {"controlType": ctype.name}, str(e)
-        data = _to_json(message.fields, values, 0)
+        data = to_json(message, values, 0)
         return f" {label} {_jackson(data)}", {"controlType": ctype.name, "control": data}, None
     return f" controlType: {ctype.name}({type_id})", {"controlType": ctype.name, "controlTypeId": type_id}, None
 
