@@ -12,6 +12,13 @@ is active and trimmed to their entries when it is rolled or closed; an index ope
 counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index is
 append-only and never preallocated.
 
+Reading without writing. An index opened read-only (``writable=False``) is copied into memory
+with ``pread``, never mapped: a writer trims the index of a segment it rolls, and a mapped page
+past the new end would kill the reader with SIGBUS. :meth:`OffsetIndex.read_live` and
+:meth:`TimeIndex.read_live` take the same copy of an index a writer may still be appending to
+(a live broker's active segment), cut to its live entries: the preallocated zero tail is left
+out, and a missing or unreadable file reads as empty.
+
 Searching. Kafka binary-searches the memory map, starting with the last 8 KiB of entries (the
 *warm* section, where nearly all lookups from consumers at the head of the log land) so that a
 lookup does not page in the cold part of a large index. That search is kept here as the plain
@@ -33,7 +40,7 @@ import struct
 import threading
 from array import array
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -45,11 +52,36 @@ _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
 
 
+def _live_entries(fd: int, n: int, size: int) -> int:
+    """How many of the ``n`` entries of ``size`` bytes in file ``fd`` come before its
+    preallocated zero tail (entries read one at a time, by binary search; an entry the file no
+    longer holds counts as zero)."""
+    zero = bytes(size)
+
+    def is_zero(slot: int) -> bool:
+        return os.pread(fd, size, slot * size) in (zero, b"")
+
+    if not n or not is_zero(n - 1):
+        return n
+    lo, hi = 0, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if is_zero(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _plain_search_forced() -> bool:
     return os.environ.get("KAFKALOG_INDEX_SEARCH", "").strip().lower() == "plain"
 
 
 _OPEN_LOCK = threading.RLock()
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+_IndexT = TypeVar("_IndexT", bound="_Index")
 
 
 class OffsetPosition(NamedTuple):
@@ -73,8 +105,8 @@ class _Index:
     log with thousands of segments opens fast), resize, trim, truncation, reset, flush, rename
     (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
     search column and which column holds the relative offset. An index opened read-only
-    (``writable=False``) is read into memory instead of mapped: a snapshot of the file, safe
-    against a writer that trims it meanwhile.
+    (``writable=False``, or :meth:`read_live`) is read into memory instead of mapped: a snapshot
+    of the file, safe against a writer that trims it meanwhile.
     """
 
     DTYPE: np.dtype
@@ -94,6 +126,7 @@ class _Index:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._writable = writable
+        self._live = False  # read-only, cut to the live entries (see read_live)
         self._opened = False
         self._closed = False
         self._fd: int | None = None
@@ -104,6 +137,23 @@ class _Index:
         self._plain = False  # search with Kafka's plain binary search only
         self._keys: array | None = None  # native copy of the key column (fast search)
         self._copy = bytearray()  # a read-only index's bytes (never mapped; see _map)
+
+    @classmethod
+    def read_live(cls: type[_IndexT], path: str | os.PathLike, base_offset: int) -> _IndexT:
+        """The entries of an index a writer may be changing, read now into memory (never mapped).
+
+        A live broker's active segment keeps its indexes preallocated (``segment.index.bytes``
+        of zero entries past the real ones): the zero tail is found by a binary search of
+        single-entry reads and only the entries before it are read. Real entries are never all
+        zero, because the first batch of a segment is never indexed (Kafka's
+        ``bytesSinceLastIndexEntry > indexIntervalBytes`` rule). A file trimmed or deleted while
+        it is read gives the entries read; a missing or unreadable file reads as empty. Entries
+        of a live index are hints: check a position taken from one before trusting it.
+        """
+        index = cls(path, base_offset, writable=False)
+        index._live = True
+        index._ensure()
+        return index
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -125,21 +175,23 @@ class _Index:
         if self._opened:
             return
         size = self.entry_size
-        flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
         newly_created = self._writable and not self._path.exists()
-        if newly_created and self.max_index_size < size:
-            raise InvalidOffsetError(f"invalid max index size {self.max_index_size}", file=str(self._path))
-        fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            if newly_created:
-                os.ftruncate(fd, self.max_index_size // size * size)
-            self._length = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
         self._plain = _plain_search_forced()
-        self._map()
+        if self._writable:
+            if newly_created and self.max_index_size < size:
+                raise InvalidOffsetError(f"invalid max index size {self.max_index_size}", file=str(self._path))
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            try:
+                if newly_created:
+                    os.ftruncate(fd, self.max_index_size // size * size)
+                self._length = os.fstat(fd).st_size
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            self._map()
+        else:
+            self._read_copy()
         # Kafka counts an existing index's entries from its length: a file left preallocated by
         # a crash reads as full of zero entries until recovery resets it.
         self._truncate_to_entries(0 if newly_created else self._length // size)
@@ -150,19 +202,33 @@ class _Index:
         # one or the other, never None (readers stay below the entry count, which a resize never
         # cuts, so the old map's pages they touch remain inside the file).
         n = self._length // self.entry_size
-        mm = None
-        if n and self._writable:
-            mm = np.memmap(self._path, dtype=self.DTYPE, mode="r+", shape=(n,))
-        elif n:
-            # Read-only opens (tools on directories a broker may be writing) copy the file: the
-            # writer trims an index when it rolls the segment, and a mapped page past the new
-            # end would kill this process with SIGBUS. What the file holds is read, no more.
-            data = bytearray(os.pread(self._fd, n * self.entry_size, 0))  # type: ignore[arg-type]
-            n = len(data) // self.entry_size
-            self._length = n * self.entry_size
-            self._copy = data
-            mm = np.frombuffer(data, dtype=self.DTYPE, count=n) if n else None
-        self._mm = mm
+        self._mm = np.memmap(self._path, dtype=self.DTYPE, mode="r+", shape=(n,)) if n else None
+        self._keys = None
+        self._capacity = n
+
+    def _read_copy(self) -> None:
+        """Read-only opens (tools and Spark on directories a broker may be writing) copy the
+        file's whole entries with pread and close it at once: the writer trims an index when it
+        rolls the segment, and a mapped page past the new end would kill this process with
+        SIGBUS. What the file holds is read, no more (for a live index, up to its zero tail)."""
+        size = self.entry_size
+        data = b""
+        try:
+            fd = os.open(self._path, os.O_RDONLY | _O_CLOEXEC)
+            try:
+                n = os.fstat(fd).st_size // size
+                if self._live:
+                    n = _live_entries(fd, n, size)
+                data = os.pread(fd, n * size, 0) if n else b""
+            finally:
+                os.close(fd)
+        except OSError:
+            if not self._live:
+                raise
+        n = len(data) // size
+        self._copy = bytearray(data[: n * size])
+        self._length = n * size
+        self._mm = np.frombuffer(self._copy, dtype=self.DTYPE, count=n) if n else None
         self._keys = None
         self._capacity = n
 
@@ -406,6 +472,7 @@ class OffsetIndex(_Index):
 
     DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
     _ENTRY_STRUCT = struct.Struct(">ii")
+    _ENTRY_SIZE = _ENTRY_STRUCT.size
     KEY = "relative_offset"
     OFFSET = "relative_offset"
     _KEY_STRUCT = struct.Struct(">i")
@@ -429,7 +496,7 @@ class OffsetIndex(_Index):
         """The ``n``-th entry with its absolute offset."""
         if not 0 <= n < self.entries:
             raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, n * 8)
+        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, n * self._ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
@@ -455,7 +522,7 @@ class OffsetIndex(_Index):
         slot = self._search(target_offset - self.base_offset)
         if slot == -1:
             return OffsetPosition(self.base_offset, 0)
-        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * 8)
+        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def lookup_many(self, target_offsets) -> tuple[np.ndarray, np.ndarray]:
@@ -490,6 +557,7 @@ class TimeIndex(_Index):
 
     DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
     _ENTRY_STRUCT = struct.Struct(">qi")
+    _ENTRY_SIZE = _ENTRY_STRUCT.size
     KEY = "timestamp"
     OFFSET = "relative_offset"
     _KEY_STRUCT = struct.Struct(">q")
@@ -504,7 +572,7 @@ class TimeIndex(_Index):
         if n == 0:
             self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         else:
-            ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, (n - 1) * 12)
+            ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, (n - 1) * self._ENTRY_SIZE)
             self._last_entry = TimestampOffset(ts, self.base_offset + rel)
 
     @property
@@ -516,7 +584,7 @@ class TimeIndex(_Index):
     def entry(self, n: int) -> TimestampOffset:
         if not 0 <= n < self.entries:
             raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, n * 12)
+        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, n * self._ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     @property
@@ -563,7 +631,7 @@ class TimeIndex(_Index):
         slot = self._search(target_timestamp)
         if slot == -1:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * 12)
+        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def sanity_check(self) -> None:
@@ -586,6 +654,11 @@ class TimeIndex(_Index):
                     file=str(self._path),
                 )
         self._check_length()
+
+
+# One layout, two views: the struct the scalar reads use and the dtype of the column reads.
+assert OffsetIndex.DTYPE.itemsize == OffsetIndex._ENTRY_SIZE == 8
+assert TimeIndex.DTYPE.itemsize == TimeIndex._ENTRY_SIZE == 12
 
 
 class AbortedTxn(NamedTuple):
@@ -629,7 +702,7 @@ class TransactionIndex:
             if create and not self._writable:
                 raise LogClosedError("transaction index opened read-only", file=str(self._path))
             flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
-            self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
