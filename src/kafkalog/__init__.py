@@ -159,6 +159,7 @@ from .retention import (
     plan_retention,
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
+from .records import MIN_ENTRY_SIZE_FIELD
 
 __version__ = "0.1.0"
 
@@ -295,4 +296,5 @@ __all__ = [
     "TXN_INDEX_ENTRY",
     "SNAPSHOT_HEADER",
     "SNAPSHOT_ENTRY",
+    "MIN_ENTRY_SIZE_FIELD",
 ]
