@@ -73,6 +73,23 @@ def _live_entries(fd: int, n: int, size: int) -> int:
     return lo
 
 
+def _rename(path: Path, target: str | os.PathLike) -> Path:
+    """Atomically rename an index file if it exists (it may not have been created yet); the
+    new path."""
+    if path.exists():
+        os.replace(path, target)
+    return Path(target)
+
+
+def _unlink(path: Path) -> bool:
+    """Delete an index file; whether it existed."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _plain_search_forced() -> bool:
     return os.environ.get("KAFKALOG_INDEX_SEARCH", "").strip().lower() == "plain"
 
@@ -358,19 +375,13 @@ class _Index:
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file. An open map and descriptor stay valid across a rename on
         POSIX, so the entries held (also those of an untrimmed active index) are kept."""
-        if self._path.exists():
-            os.replace(self._path, path)
-        self._path = Path(path)
+        self._path = _rename(self._path, path)
 
     def delete_if_exists(self) -> bool:
         """Close and delete the file; return whether it existed."""
         self.close_handler()
         self._closed = True
-        try:
-            os.unlink(self._path)
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink(self._path)
 
     def __repr__(self) -> str:
         state = f"entries={self._entries}" if self._opened else "not opened"
@@ -810,17 +821,12 @@ class TransactionIndex:
 
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file (an open descriptor stays valid)."""
-        if self._path.exists():
-            os.replace(self._path, path)
-        self._path = Path(path)
+        self._path = _rename(self._path, path)
 
     def delete_if_exists(self) -> bool:
+        """Close and delete the file; return whether it existed."""
         self.close()
-        try:
-            os.unlink(self._path)
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink(self._path)
 
     def __repr__(self) -> str:
         return f"TransactionIndex({str(self._path)!r}, start_offset={self.start_offset})"
