@@ -16,8 +16,16 @@ from ._read import _read_slice
 #: Spark's Kafka source schema (``KafkaRecordToRowConverter``), headers appended when asked for.
 SCHEMA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 _HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
-#: Where Spark's timestamps count from.
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_MILLISECOND = _dt.timedelta(milliseconds=1)
+
+
+def _epoch_ms(value: _dt.datetime) -> int:
+    """Kafka's timestamp of a Spark TIMESTAMP value: milliseconds since the epoch, floored (a
+    naive value is taken as UTC; pyspark hands them aware)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return (value - _EPOCH) // _MILLISECOND
 
 _HEADER_STRUCT = pa.struct([("key", pa.string()), ("value", pa.binary())])
 _HEADERS_TYPE = pa.list_(pa.field("element", _HEADER_STRUCT))

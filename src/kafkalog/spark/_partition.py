@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .. import (
+    LOG_OVERHEAD,
     LOG_START_OFFSET_CHECKPOINT,
     MAGIC_V2,
     SEGMENT_FILE,
@@ -88,6 +89,12 @@ def _batch_at(records: FileRecords, position: int, min_offset: int) -> RecordBat
     # The offset field: a v2 batch's base offset, a v0/v1 entry's own (its last) offset.
     first = batch.base_offset if batch.magic == MAGIC_V2 else batch.last_offset
     return batch if first >= min_offset else None
+
+
+def _span(batch: RecordBatch) -> tuple[int, int]:
+    """The file positions [start, end) of a batch read from a file (its position is set)."""
+    assert batch.position is not None
+    return batch.position, batch.position + batch.size_in_bytes
 
 
 def _first_entry_after(index: OffsetIndex, position: int) -> int:
@@ -173,9 +180,9 @@ class _PartitionLog:
             next_offset, end = last.base, position
             try:
                 for batch in records.slice(position).batches():
-                    next_offset, end = batch.next_offset, batch.position + batch.size_in_bytes  # type: ignore[operator]
+                    next_offset, end = batch.next_offset, _span(batch)[1]
             except _READ_ERRORS as e:
-                if records.read(end, 12) == bytes(12):
+                if records.read(end, LOG_OVERHEAD) == bytes(LOG_OVERHEAD):
                     pass  # a zero header: the preallocated tail of an active segment (preallocate=true)
                 elif self.options.fail_on_corruption:
                     raise
@@ -206,7 +213,7 @@ class _PartitionLog:
             scan_from = offset
             break
         for batch in self._batches_from(scan_from):
-            if batch.magic < 2 or not batch.is_transactional or batch.last_offset < scan_from:
+            if batch.magic < MAGIC_V2 or not batch.is_transactional or batch.last_offset < scan_from:
                 continue
             if batch.is_control:
                 ongoing.pop(batch.producer_id, None)

@@ -31,7 +31,7 @@ from .. import (
 )
 from ..errors import InvalidOffsetError
 from ._options import _ReadOptions
-from ._partition import _READ_ERRORS, _batch_at, _first_entry_after
+from ._partition import _READ_ERRORS, _batch_at, _first_entry_after, _span
 from ._plan import _Slice
 from ._stats import _Stats
 
@@ -53,7 +53,7 @@ class _Aborted:
     batches in between are dropped."""
 
     def __init__(self, txns: Iterable[tuple[int, int, int]]) -> None:
-        self.queue = sorted(txns, key=lambda t: t[1])
+        self.queue = sorted(txns, key=lambda txn: txn[1])  # (producer id, first offset, marker offset)
         self.next = 0
         self.producers: set[int] = set()
 
@@ -62,8 +62,11 @@ class _Aborted:
         if pid < 0:
             return False
         last = batch.last_offset
-        while self.next < len(self.queue) and self.queue[self.next][1] <= last:
-            self.producers.add(self.queue[self.next][0])
+        while self.next < len(self.queue):
+            producer, first, _ = self.queue[self.next]
+            if first > last:
+                break
+            self.producers.add(producer)
             self.next += 1
         if batch.is_control:
             records = batch.records()
@@ -95,12 +98,6 @@ def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Sta
             nxt = _resync(records, s, pos, end)
             stats.skipped(records.path, pos, nxt, e)
             pos = nxt
-
-
-def _span(batch: RecordBatch) -> tuple[int, int]:
-    """The file positions [start, end) of a batch read from a file (its position is set)."""
-    assert batch.position is not None
-    return batch.position, batch.position + batch.size_in_bytes
 
 
 def _resync(records: FileRecords, s: _Slice, bad: int, end: int) -> int:
@@ -158,7 +155,7 @@ def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
                 if last >= s.end_offset - 1:
                     break
                 continue
-            n = batch.count if batch.magic >= 2 else 1
+            n = batch.count if batch.magic >= MAGIC_V2 else 1  # v0/v1 have no count: an entry counts as one
             if chunk and (count + n > limit or size >= _CHUNK_BYTES):
                 yield from _emit(chunk, s, options, stats, records if shallow else None)
                 chunk, count, size = [], 0, 0

@@ -71,10 +71,10 @@ from typing import Any
 from .. import KafkalogError
 from ..errors import InvalidConfigError
 from ._arrow import (
-    _EPOCH,
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
     _arrow_batches,
+    _epoch_ms,
     _schema_ddl,
 )
 from ._compat import (
@@ -99,6 +99,8 @@ from ._stream import _StreamReader
 from ._write import _write_options, _Writer
 
 _log = logging.getLogger(__name__)
+#: Tasks per core for ``verify``: small tasks, so a few large segments do not hold up the job.
+_VERIFY_TASKS_PER_CORE = 4
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,8 +169,8 @@ class _PushdownReader(_BatchReader):
             if hi is not None:
                 self.pushed["offset_hi"] = min(hi, self.pushed.get("offset_hi", hi))
         elif column == "timestamp" and isinstance(f, (EqualTo, GreaterThan, GreaterThanOrEqual)):
-            ms = _epoch_ms(value)
-            if ms is not None:
+            if isinstance(value, _dt.datetime):
+                ms = _epoch_ms(value)
                 floor = ms + 1 if isinstance(f, GreaterThan) else ms
                 self.pushed["time_floor"] = max(floor, self.pushed.get("time_floor", floor))
         elif column in ("topic", "partition") and isinstance(f, (EqualTo, In)):
@@ -176,16 +178,6 @@ class _PushdownReader(_BatchReader):
             key = "topics" if column == "topic" else "partitions"
             previous = self.pushed.get(key)
             self.pushed[key] = values if previous is None else previous & values
-
-
-def _epoch_ms(value: Any) -> int | None:
-    """Milliseconds since the epoch of a pushed timestamp (floor), or None."""
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:  # pyspark hands TIMESTAMP values aware; a naive one is taken as UTC
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        delta = value - _EPOCH
-        return (delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) // 1000
-    return None
 
 
 
@@ -277,5 +269,5 @@ def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = T
         )
 
     context = spark.sparkContext
-    slices = max(1, min(len(jobs), context.defaultParallelism * 4))
+    slices = max(1, min(len(jobs), context.defaultParallelism * _VERIFY_TASKS_PER_CORE))
     return spark.createDataFrame(context.parallelize(jobs, slices).map(check), schema)

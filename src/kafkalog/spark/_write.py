@@ -11,7 +11,6 @@ partition back to its previous end if any append fails, and deletes the staging 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import os
 import shutil
 import time
@@ -31,13 +30,20 @@ from .. import (
     validate_topic_name,
 )
 from ..errors import InvalidConfigError, KafkalogError, RecordTooLargeError
-from ._arrow import _EPOCH
+from ._arrow import _epoch_ms
 from ._compat import DataSourceArrowWriter, WriterCommitMessage, pa
 from ._options import _int
 
 _STAGING = ".kafkalog-staging"
 #: Default of ``maxBatchBytes``: the size a staged batch is closed at.
 DEFAULT_MAX_BATCH_BYTES = 512 * 1024
+# Sizes are estimated before a record is encoded: a record's framing (length, attributes,
+# deltas, key/value/header lengths as varints) is taken as at most _RECORD_OVERHEAD bytes; a
+# staged batch stays _BATCH_HEADROOM under max.message.bytes (room for the batch header), and a
+# record alone must fit _RECORD_HEADROOM under it.
+_RECORD_OVERHEAD = 64
+_BATCH_HEADROOM = 1024
+_RECORD_HEADROOM = 128
 
 
 def murmur2(data: bytes) -> int:
@@ -126,7 +132,7 @@ class _Writer(DataSourceArrowWriter):
             raise KafkalogError("the write job's staging directory is gone: the job has ended", file=o.staging) from None
         now = int(time.time() * 1000)
         max_message = int(o.config.get("max.message.bytes", LogConfig().max_message_bytes))
-        target = min(o.max_batch_bytes, max_message - 1024)
+        target = min(o.max_batch_bytes, max_message - _BATCH_HEADROOM)
         builders: dict[tuple[str, int], RecordBatchBuilder] = {}
         staged: dict[tuple[str, int], _Staged] = {}
 
@@ -145,8 +151,8 @@ class _Writer(DataSourceArrowWriter):
 
         for batch in batches:
             for key, value, headers, ts, tp in _rows(batch, o, spark_partition, now):
-                size = len(key or b"") + len(value or b"") + sum(len(k) + len(v or b"") for k, v in headers) + 64
-                if size > max_message - 128:
+                size = len(key or b"") + len(value or b"") + sum(len(k) + len(v or b"") for k, v in headers) + _RECORD_OVERHEAD
+                if size > max_message - _RECORD_HEADROOM:
                     raise RecordTooLargeError(
                         f"a record of about {size} bytes for {tp[0]}-{tp[1]} exceeds max.message.bytes ({max_message})",
                         file=o.path,
@@ -239,9 +245,7 @@ def _rows(batch: pa.RecordBatch, o: _WriteOptions, spark_partition: int, now: in
         if ts is None:
             ms = now
         else:
-            if ts.tzinfo is None:
-                ts = ts.replace(tzinfo=_dt.timezone.utc)
-            ms = (ts - _EPOCH) // _dt.timedelta(milliseconds=1)
+            ms = _epoch_ms(ts)
         hs = [(h["key"], as_bytes(h["value"])) for h in headers[i]] if headers[i] else []
         yield key, as_bytes(values[i]), hs, ms, (topic, int(partition))
 
