@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .. import write_atomically
+
 _log = logging.getLogger(__name__)
 
 
@@ -31,6 +33,7 @@ class _Stats:
                      end - start, path, start, error)
 
     def write(self) -> None:
+        """Write this task's totals as one JSON file under ``statsPath`` (when set)."""
         if not self.path:
             return
         os.makedirs(self.path, exist_ok=True)
@@ -38,10 +41,8 @@ class _Stats:
             "segments": self.segments, "bytes_read": self.bytes_read, "records": self.records,
             "skipped_batches": self.skipped_batches, "skipped_bytes": self.skipped_bytes,
         })
-        target = os.path.join(self.path, f"{uuid.uuid4().hex}.json")
-        with open(target + ".tmp", "w") as f:
-            f.write(data)
-        os.replace(target + ".tmp", target)
+        # Whole or absent: scan_stats may read the directory while other tasks still write.
+        write_atomically(os.path.join(self.path, f"{uuid.uuid4().hex}.json"), data.encode())
 
 
 def scan_stats(stats_path: str | os.PathLike) -> dict[str, Any]:
