@@ -53,9 +53,8 @@ NO_TIMESTAMP = -1
 
 
 def _live_entries(fd: int, n: int, size: int) -> int:
-    """How many of the ``n`` entries of ``size`` bytes in file ``fd`` come before its
-    preallocated zero tail (entries read one at a time, by binary search; an entry the file no
-    longer holds counts as zero)."""
+    """How many of the ``n`` entries of ``size`` bytes in file ``fd`` come before its zero
+    tail: a binary search of single-entry reads (an entry the file no longer holds is zero)."""
     zero = bytes(size)
 
     def is_zero(slot: int) -> bool:
@@ -74,8 +73,7 @@ def _live_entries(fd: int, n: int, size: int) -> int:
 
 
 def _rename(path: Path, target: str | os.PathLike) -> Path:
-    """Atomically rename an index file if it exists (it may not have been created yet); the
-    new path."""
+    """Atomically rename an index file if it exists (it may not yet); return the new path."""
     if path.exists():
         os.replace(path, target)
     return Path(target)
@@ -95,6 +93,8 @@ def _plain_search_forced() -> bool:
 
 
 _OPEN_LOCK = threading.RLock()
+# struct (and array) codes of the signed big-endian integers index entries are made of.
+_INT_CODES = {4: "i", 8: "q"}
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
@@ -122,19 +122,32 @@ class _Index:
     log with thousands of segments opens fast), resize, trim, truncation, reset, flush, rename
     (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
     search column and which column holds the relative offset. An index opened read-only
-    (``writable=False``, or :meth:`read_live`) is read into memory instead of mapped: a snapshot
-    of the file, safe against a writer that trims it meanwhile.
+    (``writable=False``, or :meth:`read_live`) is a copy of the file, never mapped.
     """
 
-    DTYPE: np.dtype
+    DTYPE: np.dtype  # the entry layout, declared once; the struct views below derive from it
     KEY: str  # the column lookups search
     OFFSET: str  # the column holding the relative offset
+    _ENTRY_STRUCT: struct.Struct  # a whole entry
+    _ENTRY_SIZE: int
     _KEY_STRUCT: struct.Struct
     _KEY_AT: int  # byte of the key within an entry
     _OFFSET_STRUCT = struct.Struct(">i")
     _OFFSET_AT: int
-    _CACHE_TYPECODE: str
-    _ENTRY_STRUCT: struct.Struct
+    _CACHE_TYPECODE: str  # array typecode of the native key copy
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = cls.DTYPE.fields
+        assert fields is not None and all(fields[name][0].byteorder == ">" for name in cls.DTYPE.names)
+        code = {name: _INT_CODES[fields[name][0].itemsize] for name in cls.DTYPE.names}
+        cls._ENTRY_STRUCT = struct.Struct(">" + "".join(code[name] for name in cls.DTYPE.names))
+        cls._ENTRY_SIZE = cls._ENTRY_STRUCT.size
+        cls._KEY_STRUCT = struct.Struct(">" + code[cls.KEY])
+        cls._KEY_AT = fields[cls.KEY][1]
+        cls._OFFSET_AT = fields[cls.OFFSET][1]
+        cls._CACHE_TYPECODE = code[cls.KEY]
+        assert cls._ENTRY_SIZE == cls.DTYPE.itemsize and cls._OFFSET_STRUCT.format == ">" + code[cls.OFFSET]
 
     def __init__(
         self, path: str | os.PathLike, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *, writable: bool = True
@@ -157,15 +170,13 @@ class _Index:
 
     @classmethod
     def read_live(cls: type[_IndexT], path: str | os.PathLike, base_offset: int) -> _IndexT:
-        """The entries of an index a writer may be changing, read now into memory (never mapped).
+        """The entries of an index a writer may be changing, read now (copied, never mapped).
 
-        A live broker's active segment keeps its indexes preallocated (``segment.index.bytes``
-        of zero entries past the real ones): the zero tail is found by a binary search of
-        single-entry reads and only the entries before it are read. Real entries are never all
-        zero, because the first batch of a segment is never indexed (Kafka's
-        ``bytesSinceLastIndexEntry > indexIntervalBytes`` rule). A file trimmed or deleted while
-        it is read gives the entries read; a missing or unreadable file reads as empty. Entries
-        of a live index are hints: check a position taken from one before trusting it.
+        The preallocated zero tail of an active segment's index is left out: real entries are
+        never all zero, as a segment's first batch is never indexed (Kafka's
+        ``bytesSinceLastIndexEntry > indexIntervalBytes``). A file trimmed or deleted while it
+        is read gives the entries read; a missing or unreadable one reads as empty. Entries are
+        hints: check a position taken from one before trusting it.
         """
         index = cls(path, base_offset, writable=False)
         index._live = True
@@ -224,10 +235,8 @@ class _Index:
         self._capacity = n
 
     def _read_copy(self) -> None:
-        """Read-only opens (tools and Spark on directories a broker may be writing) copy the
-        file's whole entries with pread and close it at once: the writer trims an index when it
-        rolls the segment, and a mapped page past the new end would kill this process with
-        SIGBUS. What the file holds is read, no more (for a live index, up to its zero tail)."""
+        """A read-only open: copy the file's whole entries (a live index's up to its zero tail)
+        with pread and close it at once; never map it (module docstring: SIGBUS)."""
         size = self.entry_size
         data = b""
         try:
@@ -482,14 +491,8 @@ class OffsetIndex(_Index):
     """Maps offsets to byte positions in the segment's log: ``[relativeOffset, position]``."""
 
     DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
-    _ENTRY_STRUCT = struct.Struct(">ii")
-    _ENTRY_SIZE = _ENTRY_STRUCT.size
     KEY = "relative_offset"
     OFFSET = "relative_offset"
-    _KEY_STRUCT = struct.Struct(">i")
-    _KEY_AT = 0
-    _OFFSET_AT = 0
-    _CACHE_TYPECODE = "i"
 
     _last_offset = 0
 
@@ -567,14 +570,8 @@ class TimeIndex(_Index):
     increase. One slot is kept free for the entry written when the segment is rolled."""
 
     DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
-    _ENTRY_STRUCT = struct.Struct(">qi")
-    _ENTRY_SIZE = _ENTRY_STRUCT.size
     KEY = "timestamp"
     OFFSET = "relative_offset"
-    _KEY_STRUCT = struct.Struct(">q")
-    _KEY_AT = 0
-    _OFFSET_AT = 8
-    _CACHE_TYPECODE = "q"
 
     _last_entry = TimestampOffset(NO_TIMESTAMP, 0)
 
