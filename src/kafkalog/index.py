@@ -40,7 +40,7 @@ import struct
 import threading
 from array import array
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -99,6 +99,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 _IndexT = TypeVar("_IndexT", bound="_Index")
+_Entry = TypeVar("_Entry", bound=tuple)  # an entry with its offset absolute
 
 
 class OffsetPosition(NamedTuple):
@@ -115,7 +116,7 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class _Index:
+class _Index(Generic[_Entry]):
     """An index file of fixed-size big-endian entries over a ``numpy.memmap``.
 
     Owns the map's lifecycle: preallocation of a new file, opening (lazily, on first use, so a
@@ -398,6 +399,16 @@ class _Index:
 
     # -- entries and search ------------------------------------------------------------------------
 
+    def entry(self, n: int) -> _Entry:
+        """The ``n``-th entry, its offset absolute."""
+        if not 0 <= n < self.entries:
+            raise IndexError(f"entry {n} out of range [0, {self._entries})")
+        return self._entry_at(n)
+
+    def _entry_at(self, slot: int) -> _Entry:
+        """The entry in ``slot`` (below the entry count), its offset absolute."""
+        raise NotImplementedError
+
     def _relative_offset(self, slot: int) -> int:
         return self._OFFSET_STRUCT.unpack_from(self._raw, slot * self.entry_size + self._OFFSET_AT)[0]
 
@@ -487,7 +498,7 @@ class _Index:
         return relative
 
 
-class OffsetIndex(_Index):
+class OffsetIndex(_Index[OffsetPosition]):
     """Maps offsets to byte positions in the segment's log: ``[relativeOffset, position]``."""
 
     DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
@@ -506,11 +517,8 @@ class OffsetIndex(_Index):
         self._ensure()
         return self._last_offset
 
-    def entry(self, n: int) -> OffsetPosition:
-        """The ``n``-th entry with its absolute offset."""
-        if not 0 <= n < self.entries:
-            raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, n * self._ENTRY_SIZE)
+    def _entry_at(self, slot: int) -> OffsetPosition:
+        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
@@ -534,10 +542,7 @@ class OffsetIndex(_Index):
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""
         slot = self._search(target_offset - self.base_offset)
-        if slot == -1:
-            return OffsetPosition(self.base_offset, 0)
-        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
-        return OffsetPosition(self.base_offset + rel, pos)
+        return self._entry_at(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
 
     def lookup_many(self, target_offsets) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays of (offsets, positions) for many targets."""
@@ -565,7 +570,7 @@ class OffsetIndex(_Index):
         self._check_length()
 
 
-class TimeIndex(_Index):
+class TimeIndex(_Index[TimestampOffset]):
     """Maps timestamps to offsets: ``[timestamp, relativeOffset]``; timestamps strictly
     increase. One slot is kept free for the entry written when the segment is rolled."""
 
@@ -577,11 +582,7 @@ class TimeIndex(_Index):
 
     def _load_last(self) -> None:
         n = self._entries
-        if n == 0:
-            self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        else:
-            ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, (n - 1) * self._ENTRY_SIZE)
-            self._last_entry = TimestampOffset(ts, self.base_offset + rel)
+        self._last_entry = self._entry_at(n - 1) if n else TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     @property
     def is_full(self) -> bool:
@@ -589,10 +590,8 @@ class TimeIndex(_Index):
         self._ensure()
         return self._entries >= self._capacity - 1
 
-    def entry(self, n: int) -> TimestampOffset:
-        if not 0 <= n < self.entries:
-            raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, n * self._ENTRY_SIZE)
+    def _entry_at(self, slot: int) -> TimestampOffset:
+        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     @property
@@ -637,10 +636,7 @@ class TimeIndex(_Index):
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or ``(-1, base_offset)``."""
         slot = self._search(target_timestamp)
-        if slot == -1:
-            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
-        return TimestampOffset(ts, self.base_offset + rel)
+        return self._entry_at(slot) if slot >= 0 else TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError for a length that is not whole entries, a last timestamp
