@@ -272,6 +272,12 @@ class _Index(Generic[_Entry]):
         cheaper than a buffer request on the structured array)."""
         return self._mm._mmap if self._writable else self._copy  # type: ignore[union-attr]
 
+    def _writable_fd(self) -> int:
+        """The descriptor of an index opened for writing (a read-only index holds none)."""
+        if self._fd is None:
+            raise LogClosedError("index is not open for writing", file=str(self._path))
+        return self._fd
+
     def _ensure(self) -> None:
         if not self._opened:
             self._open()
@@ -313,7 +319,7 @@ class _Index(Generic[_Entry]):
             return False
         if self._mm is not None and self._writable:
             self._mm.flush()
-        os.ftruncate(self._fd, rounded)  # type: ignore[arg-type]
+        os.ftruncate(self._writable_fd(), rounded)
         self._length = rounded
         self._map()
         return True
@@ -356,7 +362,7 @@ class _Index(Generic[_Entry]):
         if self._opened and not self._closed and self._writable:
             if self._mm is not None:
                 self._mm.flush()
-            os.fsync(self._fd)  # type: ignore[arg-type]
+            os.fsync(self._writable_fd())
 
     def close(self) -> None:
         """Trim to the entries and close the file."""
@@ -552,7 +558,8 @@ class OffsetIndex(_Index[OffsetPosition]):
         positions = np.zeros(slots.shape, dtype=np.int64)
         hit = slots >= 0
         if hit.any():
-            rows = self._mm[slots[hit]]  # type: ignore[index]
+            assert self._mm is not None  # there are entries
+            rows = self._mm[slots[hit]]
             offsets[hit] += rows["relative_offset"].astype(np.int64)
             positions[hit] = rows["position"]
         return offsets, positions
@@ -725,8 +732,8 @@ class TransactionIndex:
                 file=str(self._path),
             )
         fd = self._channel(create=True)
-        end = os.fstat(fd).st_size  # type: ignore[arg-type]
-        os.pwrite(fd, TXN_INDEX_ENTRY.pack(_TXN_VERSION, *txn), end)  # type: ignore[arg-type]
+        assert fd is not None  # created
+        os.pwrite(fd, TXN_INDEX_ENTRY.pack(_TXN_VERSION, *txn), os.fstat(fd).st_size)
         self._last_offset = txn.last_offset
 
     def _read_all(self) -> bytes:
