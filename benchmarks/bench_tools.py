@@ -36,10 +36,11 @@ if kafkalog is None:
 
 from kafkalog import RecordBatchBuilder  # noqa: E402
 from kafkalog import crc as kcrc  # noqa: E402
-from kafkalog.convert import rebuild_indexes  # noqa: E402
+from kafkalog.tools import rebuild_indexes  # noqa: E402
 from kafkalog.file_records import FileRecords  # noqa: E402
-from kafkalog.salvage import salvage_segment  # noqa: E402
-from kafkalog.verify import next_valid_batch, verify_segment  # noqa: E402
+from kafkalog.tools import salvage_segment  # noqa: E402
+from kafkalog import next_valid_batch  # noqa: E402
+from kafkalog.tools import verify_segment  # noqa: E402
 
 T0 = 1_700_000_000_000
 

@@ -12,6 +12,13 @@ is active and trimmed to their entries when it is rolled or closed; an index ope
 counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index is
 append-only and never preallocated.
 
+Reading without writing. An index opened read-only (``writable=False``) is copied into memory
+with ``pread``, never mapped: a writer trims the index of a segment it rolls, and a mapped page
+past the new end would kill the reader with SIGBUS. :meth:`OffsetIndex.read_live` and
+:meth:`TimeIndex.read_live` take the same copy of an index a writer may still be appending to
+(a live broker's active segment), cut to its live entries: the preallocated zero tail is left
+out, and a missing or unreadable file reads as empty.
+
 Searching. Kafka binary-searches the memory map, starting with the last 8 KiB of entries (the
 *warm* section, where nearly all lookups from consumers at the head of the log land) so that a
 lookup does not page in the cold part of a large index. That search is kept here as the plain
@@ -33,7 +40,7 @@ import struct
 import threading
 from array import array
 from pathlib import Path
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -45,11 +52,54 @@ _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
 
 
+def _live_entries(fd: int, n: int, size: int) -> int:
+    """How many of the ``n`` entries of ``size`` bytes in file ``fd`` come before its zero
+    tail: a binary search of single-entry reads (an entry the file no longer holds is zero)."""
+    zero = bytes(size)
+
+    def is_zero(slot: int) -> bool:
+        return os.pread(fd, size, slot * size) in (zero, b"")
+
+    if not n or not is_zero(n - 1):
+        return n
+    lo, hi = 0, n - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if is_zero(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _rename(path: Path, target: str | os.PathLike) -> Path:
+    """Atomically rename an index file if it exists (it may not yet); return the new path."""
+    if path.exists():
+        os.replace(path, target)
+    return Path(target)
+
+
+def _unlink(path: Path) -> bool:
+    """Delete an index file; whether it existed."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _plain_search_forced() -> bool:
     return os.environ.get("KAFKALOG_INDEX_SEARCH", "").strip().lower() == "plain"
 
 
 _OPEN_LOCK = threading.RLock()
+# struct (and array) codes of the signed big-endian integers index entries are made of.
+_INT_CODES = {4: "i", 8: "q"}
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+_IndexT = TypeVar("_IndexT", bound="_Index")
+_Entry = TypeVar("_Entry", bound=tuple)  # an entry with its offset absolute
 
 
 class OffsetPosition(NamedTuple):
@@ -66,26 +116,39 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class _Index:
+class _Index(Generic[_Entry]):
     """An index file of fixed-size big-endian entries over a ``numpy.memmap``.
 
     Owns the map's lifecycle: preallocation of a new file, opening (lazily, on first use, so a
     log with thousands of segments opens fast), resize, trim, truncation, reset, flush, rename
     (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
     search column and which column holds the relative offset. An index opened read-only
-    (``writable=False``) is read into memory instead of mapped: a snapshot of the file, safe
-    against a writer that trims it meanwhile.
+    (``writable=False``, or :meth:`read_live`) is a copy of the file, never mapped.
     """
 
-    DTYPE: np.dtype
+    DTYPE: np.dtype  # the entry layout, declared once; the struct views below derive from it
     KEY: str  # the column lookups search
     OFFSET: str  # the column holding the relative offset
+    _ENTRY_STRUCT: struct.Struct  # a whole entry
+    _ENTRY_SIZE: int
     _KEY_STRUCT: struct.Struct
     _KEY_AT: int  # byte of the key within an entry
     _OFFSET_STRUCT = struct.Struct(">i")
     _OFFSET_AT: int
-    _CACHE_TYPECODE: str
-    _ENTRY_STRUCT: struct.Struct
+    _CACHE_TYPECODE: str  # array typecode of the native key copy
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = cls.DTYPE.fields
+        assert fields is not None and all(fields[name][0].byteorder == ">" for name in cls.DTYPE.names)
+        code = {name: _INT_CODES[fields[name][0].itemsize] for name in cls.DTYPE.names}
+        cls._ENTRY_STRUCT = struct.Struct(">" + "".join(code[name] for name in cls.DTYPE.names))
+        cls._ENTRY_SIZE = cls._ENTRY_STRUCT.size
+        cls._KEY_STRUCT = struct.Struct(">" + code[cls.KEY])
+        cls._KEY_AT = fields[cls.KEY][1]
+        cls._OFFSET_AT = fields[cls.OFFSET][1]
+        cls._CACHE_TYPECODE = code[cls.KEY]
+        assert cls._ENTRY_SIZE == cls.DTYPE.itemsize and cls._OFFSET_STRUCT.format == ">" + code[cls.OFFSET]
 
     def __init__(
         self, path: str | os.PathLike, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *, writable: bool = True
@@ -94,6 +157,7 @@ class _Index:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._writable = writable
+        self._live = False  # read-only, cut to the live entries (see read_live)
         self._opened = False
         self._closed = False
         self._fd: int | None = None
@@ -104,6 +168,21 @@ class _Index:
         self._plain = False  # search with Kafka's plain binary search only
         self._keys: array | None = None  # native copy of the key column (fast search)
         self._copy = bytearray()  # a read-only index's bytes (never mapped; see _map)
+
+    @classmethod
+    def read_live(cls: type[_IndexT], path: str | os.PathLike, base_offset: int) -> _IndexT:
+        """The entries of an index a writer may be changing, read now (copied, never mapped).
+
+        The preallocated zero tail of an active segment's index is left out: real entries are
+        never all zero, as a segment's first batch is never indexed (Kafka's
+        ``bytesSinceLastIndexEntry > indexIntervalBytes``). A file trimmed or deleted while it
+        is read gives the entries read; a missing or unreadable one reads as empty. Entries are
+        hints: check a position taken from one before trusting it.
+        """
+        index = cls(path, base_offset, writable=False)
+        index._live = True
+        index._ensure()
+        return index
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -125,21 +204,23 @@ class _Index:
         if self._opened:
             return
         size = self.entry_size
-        flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
         newly_created = self._writable and not self._path.exists()
-        if newly_created and self.max_index_size < size:
-            raise InvalidOffsetError(f"invalid max index size {self.max_index_size}", file=str(self._path))
-        fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            if newly_created:
-                os.ftruncate(fd, self.max_index_size // size * size)
-            self._length = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
         self._plain = _plain_search_forced()
-        self._map()
+        if self._writable:
+            if newly_created and self.max_index_size < size:
+                raise InvalidOffsetError(f"invalid max index size {self.max_index_size}", file=str(self._path))
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
+            try:
+                if newly_created:
+                    os.ftruncate(fd, self.max_index_size // size * size)
+                self._length = os.fstat(fd).st_size
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+            self._map()
+        else:
+            self._read_copy()
         # Kafka counts an existing index's entries from its length: a file left preallocated by
         # a crash reads as full of zero entries until recovery resets it.
         self._truncate_to_entries(0 if newly_created else self._length // size)
@@ -150,19 +231,31 @@ class _Index:
         # one or the other, never None (readers stay below the entry count, which a resize never
         # cuts, so the old map's pages they touch remain inside the file).
         n = self._length // self.entry_size
-        mm = None
-        if n and self._writable:
-            mm = np.memmap(self._path, dtype=self.DTYPE, mode="r+", shape=(n,))
-        elif n:
-            # Read-only opens (tools on directories a broker may be writing) copy the file: the
-            # writer trims an index when it rolls the segment, and a mapped page past the new
-            # end would kill this process with SIGBUS. What the file holds is read, no more.
-            data = bytearray(os.pread(self._fd, n * self.entry_size, 0))  # type: ignore[arg-type]
-            n = len(data) // self.entry_size
-            self._length = n * self.entry_size
-            self._copy = data
-            mm = np.frombuffer(data, dtype=self.DTYPE, count=n) if n else None
-        self._mm = mm
+        self._mm = np.memmap(self._path, dtype=self.DTYPE, mode="r+", shape=(n,)) if n else None
+        self._keys = None
+        self._capacity = n
+
+    def _read_copy(self) -> None:
+        """A read-only open: copy the file's whole entries (a live index's up to its zero tail)
+        with pread and close it at once; never map it (module docstring: SIGBUS)."""
+        size = self.entry_size
+        data = b""
+        try:
+            fd = os.open(self._path, os.O_RDONLY | _O_CLOEXEC)
+            try:
+                n = os.fstat(fd).st_size // size
+                if self._live:
+                    n = _live_entries(fd, n, size)
+                data = os.pread(fd, n * size, 0) if n else b""
+            finally:
+                os.close(fd)
+        except OSError:
+            if not self._live:
+                raise
+        n = len(data) // size
+        self._copy = bytearray(data[: n * size])
+        self._length = n * size
+        self._mm = np.frombuffer(self._copy, dtype=self.DTYPE, count=n) if n else None
         self._keys = None
         self._capacity = n
 
@@ -178,6 +271,12 @@ class _Index:
         """The map's bytes, for scalar reads (struct.unpack_from on the mmap object is ~25x
         cheaper than a buffer request on the structured array)."""
         return self._mm._mmap if self._writable else self._copy  # type: ignore[union-attr]
+
+    def _writable_fd(self) -> int:
+        """The descriptor of an index opened for writing (a read-only index holds none)."""
+        if self._fd is None:
+            raise LogClosedError("index is not open for writing", file=str(self._path))
+        return self._fd
 
     def _ensure(self) -> None:
         if not self._opened:
@@ -220,7 +319,7 @@ class _Index:
             return False
         if self._mm is not None and self._writable:
             self._mm.flush()
-        os.ftruncate(self._fd, rounded)  # type: ignore[arg-type]
+        os.ftruncate(self._writable_fd(), rounded)
         self._length = rounded
         self._map()
         return True
@@ -263,7 +362,7 @@ class _Index:
         if self._opened and not self._closed and self._writable:
             if self._mm is not None:
                 self._mm.flush()
-            os.fsync(self._fd)  # type: ignore[arg-type]
+            os.fsync(self._writable_fd())
 
     def close(self) -> None:
         """Trim to the entries and close the file."""
@@ -292,25 +391,29 @@ class _Index:
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file. An open map and descriptor stay valid across a rename on
         POSIX, so the entries held (also those of an untrimmed active index) are kept."""
-        if self._path.exists():
-            os.replace(self._path, path)
-        self._path = Path(path)
+        self._path = _rename(self._path, path)
 
     def delete_if_exists(self) -> bool:
         """Close and delete the file; return whether it existed."""
         self.close_handler()
         self._closed = True
-        try:
-            os.unlink(self._path)
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink(self._path)
 
     def __repr__(self) -> str:
         state = f"entries={self._entries}" if self._opened else "not opened"
         return f"{type(self).__name__}({str(self._path)!r}, base_offset={self.base_offset}, {state})"
 
     # -- entries and search ------------------------------------------------------------------------
+
+    def entry(self, n: int) -> _Entry:
+        """The ``n``-th entry, its offset absolute."""
+        if not 0 <= n < self.entries:
+            raise IndexError(f"entry {n} out of range [0, {self._entries})")
+        return self._entry_at(n)
+
+    def _entry_at(self, slot: int) -> _Entry:
+        """The entry in ``slot`` (below the entry count), its offset absolute."""
+        raise NotImplementedError
 
     def _relative_offset(self, slot: int) -> int:
         return self._OFFSET_STRUCT.unpack_from(self._raw, slot * self.entry_size + self._OFFSET_AT)[0]
@@ -401,17 +504,12 @@ class _Index:
         return relative
 
 
-class OffsetIndex(_Index):
+class OffsetIndex(_Index[OffsetPosition]):
     """Maps offsets to byte positions in the segment's log: ``[relativeOffset, position]``."""
 
     DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
-    _ENTRY_STRUCT = struct.Struct(">ii")
     KEY = "relative_offset"
     OFFSET = "relative_offset"
-    _KEY_STRUCT = struct.Struct(">i")
-    _KEY_AT = 0
-    _OFFSET_AT = 0
-    _CACHE_TYPECODE = "i"
 
     _last_offset = 0
 
@@ -425,11 +523,8 @@ class OffsetIndex(_Index):
         self._ensure()
         return self._last_offset
 
-    def entry(self, n: int) -> OffsetPosition:
-        """The ``n``-th entry with its absolute offset."""
-        if not 0 <= n < self.entries:
-            raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, n * 8)
+    def _entry_at(self, slot: int) -> OffsetPosition:
+        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
@@ -453,10 +548,7 @@ class OffsetIndex(_Index):
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""
         slot = self._search(target_offset - self.base_offset)
-        if slot == -1:
-            return OffsetPosition(self.base_offset, 0)
-        rel, pos = self._ENTRY_STRUCT.unpack_from(self._raw, slot * 8)
-        return OffsetPosition(self.base_offset + rel, pos)
+        return self._entry_at(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
 
     def lookup_many(self, target_offsets) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`lookup`: arrays of (offsets, positions) for many targets."""
@@ -466,7 +558,8 @@ class OffsetIndex(_Index):
         positions = np.zeros(slots.shape, dtype=np.int64)
         hit = slots >= 0
         if hit.any():
-            rows = self._mm[slots[hit]]  # type: ignore[index]
+            assert self._mm is not None  # there are entries
+            rows = self._mm[slots[hit]]
             offsets[hit] += rows["relative_offset"].astype(np.int64)
             positions[hit] = rows["position"]
         return offsets, positions
@@ -484,28 +577,19 @@ class OffsetIndex(_Index):
         self._check_length()
 
 
-class TimeIndex(_Index):
+class TimeIndex(_Index[TimestampOffset]):
     """Maps timestamps to offsets: ``[timestamp, relativeOffset]``; timestamps strictly
     increase. One slot is kept free for the entry written when the segment is rolled."""
 
     DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
-    _ENTRY_STRUCT = struct.Struct(">qi")
     KEY = "timestamp"
     OFFSET = "relative_offset"
-    _KEY_STRUCT = struct.Struct(">q")
-    _KEY_AT = 0
-    _OFFSET_AT = 8
-    _CACHE_TYPECODE = "q"
 
     _last_entry = TimestampOffset(NO_TIMESTAMP, 0)
 
     def _load_last(self) -> None:
         n = self._entries
-        if n == 0:
-            self._last_entry = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        else:
-            ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, (n - 1) * 12)
-            self._last_entry = TimestampOffset(ts, self.base_offset + rel)
+        self._last_entry = self._entry_at(n - 1) if n else TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     @property
     def is_full(self) -> bool:
@@ -513,10 +597,8 @@ class TimeIndex(_Index):
         self._ensure()
         return self._entries >= self._capacity - 1
 
-    def entry(self, n: int) -> TimestampOffset:
-        if not 0 <= n < self.entries:
-            raise IndexError(f"entry {n} out of range [0, {self._entries})")
-        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, n * 12)
+    def _entry_at(self, slot: int) -> TimestampOffset:
+        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * self._ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     @property
@@ -561,10 +643,7 @@ class TimeIndex(_Index):
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or ``(-1, base_offset)``."""
         slot = self._search(target_timestamp)
-        if slot == -1:
-            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = self._ENTRY_STRUCT.unpack_from(self._raw, slot * 12)
-        return TimestampOffset(ts, self.base_offset + rel)
+        return self._entry_at(slot) if slot >= 0 else TimestampOffset(NO_TIMESTAMP, self.base_offset)
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError for a length that is not whole entries, a last timestamp
@@ -586,6 +665,11 @@ class TimeIndex(_Index):
                     file=str(self._path),
                 )
         self._check_length()
+
+
+# One layout, two views: the struct the scalar reads use and the dtype of the column reads.
+assert OffsetIndex.DTYPE.itemsize == OffsetIndex._ENTRY_SIZE == 8
+assert TimeIndex.DTYPE.itemsize == TimeIndex._ENTRY_SIZE == 12
 
 
 class AbortedTxn(NamedTuple):
@@ -629,7 +713,7 @@ class TransactionIndex:
             if create and not self._writable:
                 raise LogClosedError("transaction index opened read-only", file=str(self._path))
             flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
-            self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
@@ -648,8 +732,8 @@ class TransactionIndex:
                 file=str(self._path),
             )
         fd = self._channel(create=True)
-        end = os.fstat(fd).st_size  # type: ignore[arg-type]
-        os.pwrite(fd, TXN_INDEX_ENTRY.pack(_TXN_VERSION, *txn), end)  # type: ignore[arg-type]
+        assert fd is not None  # created
+        os.pwrite(fd, TXN_INDEX_ENTRY.pack(_TXN_VERSION, *txn), os.fstat(fd).st_size)
         self._last_offset = txn.last_offset
 
     def _read_all(self) -> bytes:
@@ -737,17 +821,12 @@ class TransactionIndex:
 
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file (an open descriptor stays valid)."""
-        if self._path.exists():
-            os.replace(self._path, path)
-        self._path = Path(path)
+        self._path = _rename(self._path, path)
 
     def delete_if_exists(self) -> bool:
+        """Close and delete the file; return whether it existed."""
         self.close()
-        try:
-            os.unlink(self._path)
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink(self._path)
 
     def __repr__(self) -> str:
         return f"TransactionIndex({str(self._path)!r}, start_offset={self.start_offset})"

@@ -1,5 +1,5 @@
-"""``kafkalog.scan`` without Spark: indexes of live directories read (never mapped), plans and
-slices read while a writer rolls and trims the files under them."""
+"""The Spark data source's planning and reading without Spark: indexes of live directories read
+(never mapped), plans and slices read while a writer rolls and trims the files under them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import kafkalog.spark._scan as sc
+from kafkalog.spark._discovery import _discover
+from kafkalog.spark._options import _ReadOptions
+from kafkalog.spark._partition import _PartitionLog
+from kafkalog.spark._plan import _plan, _resolve_bounds
+from kafkalog.spark._read import _read_slice
 from kafkalog import FileRecords, Log, LogConfig, OffsetIndex, RecordBatchBuilder, TimeIndex
 from kafkalog.errors import CorruptRecordError
 from kafkalog.filenames import offset_index_file, time_index_file
@@ -24,11 +28,11 @@ def append(log: Log, first: int, count: int) -> None:
 
 def scan_all(root: Path, **options) -> list[tuple[int, bytes]]:
     """(offset, value) of every record the scan reads under ``root``."""
-    opts = sc._ReadOptions(path=str(root), **options)
-    plogs = [sc._PartitionLog(d, opts) for d in sc._discover(opts)]
+    opts = _ReadOptions(path=str(root), **options)
+    plogs = [_PartitionLog(d, opts) for d in _discover(opts)]
     out = []
-    for s in sc._plan(plogs, sc._resolve_bounds(plogs, opts), opts):
-        for columns in sc._read_slice(s, opts):
+    for s in _plan(plogs, _resolve_bounds(plogs, opts), opts):
+        for columns in _read_slice(s, opts):
             values = columns.arrow_array("value").to_pylist()
             out.extend(zip(columns.offset.tolist(), values))
     return out
@@ -48,20 +52,21 @@ def test_live_index_cuts_the_preallocated_tail_of_an_active_segment(tmp_path):
         append(log, 0, 200)
         offsets_path, times_path = offset_index_file(d, 0), time_index_file(d, 0)
         assert offsets_path.stat().st_size > 1 << 20  # preallocated while active
-        live_offsets = sc._LiveIndex(offsets_path, 0, time=False)
-        live_times = sc._LiveIndex(times_path, 0, time=True)
+        live_offsets = OffsetIndex.read_live(offsets_path, 0)
+        live_times = TimeIndex.read_live(times_path, 0)
     index, times = OffsetIndex(offsets_path, 0, writable=False), TimeIndex(times_path, 0, writable=False)
     try:
-        assert live_offsets.n == index.entries > 10
-        assert [live_offsets.entry(i) for i in range(live_offsets.n)] == [tuple(index.entry(i)) for i in range(index.entries)]
+        assert live_offsets.entries == index.entries > 10
+        assert [live_offsets.entry(i) for i in range(live_offsets.entries)] == [tuple(index.entry(i)) for i in range(index.entries)]
         # the close appended the final time entry after the live read took its copy
-        assert [live_times.entry(i) for i in range(live_times.n)] == [tuple(times.entry(i)) for i in range(live_times.n)]
+        assert [live_times.entry(i) for i in range(live_times.entries)] == [tuple(times.entry(i)) for i in range(live_times.entries)]
     finally:
         index.close()
         times.close()
-    k = live_offsets.floor(100)
-    assert live_offsets.entry(k)[0] <= 100 < (live_offsets.entry(k + 1)[0] if k + 1 < live_offsets.n else 2**63)
-    assert live_offsets.floor(0) == -1
+    entries = [live_offsets.entry(i) for i in range(live_offsets.entries)]
+    k = entries.index(live_offsets.lookup(100))  # the floor entry of offset 100
+    assert live_offsets.entry(k)[0] <= 100 < (live_offsets.entry(k + 1)[0] if k + 1 < live_offsets.entries else 2**63)
+    assert live_offsets.lookup(0) == (0, 0) and entries[0].offset > 0  # no entry at or below 0
 
 
 @pytest.mark.parametrize("state", ["missing", "empty", "odd-sized"])
@@ -71,8 +76,9 @@ def test_live_index_of_a_missing_or_broken_file_is_empty_or_whole_entries(tmp_pa
         path.write_bytes(b"")
     elif state == "odd-sized":
         path.write_bytes((5).to_bytes(4, "big") + (77).to_bytes(4, "big") + b"\x01\x02\x03")
-    live = sc._LiveIndex(path, 1000, time=False)
-    assert (live.n, live.floor(10**9)) == ((1, 0) if state == "odd-sized" else (0, -1))
+    live = OffsetIndex.read_live(path, 1000)
+    floor = live.lookup(10**9)  # the floor entry, or (base offset, 0) when there is none
+    assert (live.entries, floor) == ((1, (1005, 77)) if state == "odd-sized" else (0, (1000, 0)))
     if state == "odd-sized":
         assert live.entry(0) == (1005, 77)
 
@@ -85,15 +91,15 @@ def test_plan_then_read_while_the_writer_rolls_and_trims_its_indexes(tmp_path):
     d = root / "grow-0"
     with Log.open(d, CONFIG) as log:
         append(log, 0, 40)
-        opts = sc._ReadOptions(path=str(root))
-        plogs = [sc._PartitionLog(p, opts) for p in sc._discover(opts)]
-        bounds = sc._resolve_bounds(plogs, opts)
+        opts = _ReadOptions(path=str(root))
+        plogs = [_PartitionLog(p, opts) for p in _discover(opts)]
+        bounds = _resolve_bounds(plogs, opts)
         for plog in plogs:  # indexes taken while the active ones are preallocated
             for seg in plog.segments:
-                assert seg.offsets.n >= 0 and seg.times.n >= 0
+                assert seg.offsets.entries >= 0 and seg.times.entries >= 0
         append(log, 40, 120)  # rolls: the active segment's indexes are trimmed
-        slices = sc._plan(plogs, bounds, opts)  # uses the index entries taken before the trim
-    got = [(int(o), v) for s in slices for c in sc._read_slice(s, opts)
+        slices = _plan(plogs, bounds, opts)  # uses the index entries taken before the trim
+    got = [(int(o), v) for s in slices for c in _read_slice(s, opts)
            for o, v in zip(c.offset.tolist(), c.arrow_array("value").to_pylist())]
     assert got == log_records(d)[:40]  # what was there when planned, no more
     assert scan_all(root) == log_records(d)

@@ -17,8 +17,13 @@ pytest.importorskip("pyarrow")
 import pyarrow as pa  # noqa: E402
 from spark_fixtures import rows, spark  # noqa: E402,F401
 
-import kafkalog.spark._scan as sc  # noqa: E402
 import kafkalog.spark._source as ks  # noqa: E402
+from kafkalog.spark import scan_stats  # noqa: E402
+from kafkalog.spark._arrow import _arrow_batches  # noqa: E402
+from kafkalog.spark._discovery import _PartitionDir  # noqa: E402
+from kafkalog.spark._options import _ReadOptions  # noqa: E402
+from kafkalog.spark._partition import _PartitionLog  # noqa: E402
+from kafkalog.spark._plan import _plan, _resolve_bounds  # noqa: E402
 from conftest import DATA, SHARED_CORPUS  # noqa: E402
 from kafkalog import (  # noqa: E402
     Compression,
@@ -158,10 +163,10 @@ def test_schema_is_sparks_kafka_schema(spark, logs):
     # The Arrow batches the executors yield have exactly the types Spark expects.
     assert to_arrow_schema(df.schema, timezone="UTC").equals(ks.ARROW_SCHEMA_WITH_HEADERS, check_metadata=True)
     assert str(ks.ARROW_SCHEMA_WITH_HEADERS.field("headers").type) == "list<element: struct<key: string, value: binary>>"
-    options = sc._ReadOptions(path=str(logs), include_headers=True)
-    plog = sc._PartitionLog(sc._PartitionDir("orders", 0, str(logs / "orders-0")), options)
-    slices = sc._plan([plog], sc._resolve_bounds([plog], options), options)
-    batch = next(ks._arrow_batches(slices[0], options))
+    options = _ReadOptions(path=str(logs), include_headers=True)
+    plog = _PartitionLog(_PartitionDir("orders", 0, str(logs / "orders-0")), options)
+    slices = _plan([plog], _resolve_bounds([plog], options), options)
+    batch = next(_arrow_batches(slices[0], options))
     assert batch.schema.equals(ks.ARROW_SCHEMA_WITH_HEADERS)
     assert batch.schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
     assert [batch.schema.field(n).type for n in ("key", "value", "topic")] == [pa.binary(), pa.binary(), pa.string()]
@@ -248,7 +253,7 @@ def test_offset_bounds_prune_segments_and_seek(spark, logs, tmp_path):
     assert [r[2] for r in orders0] == list(range(start, end))
     assert orders0 == [r for r in everything if start <= r[2] < end]
     assert {r[0] for r in got} == {"orders"}  # audit ends at earliest: nothing
-    opened = ks.scan_stats(stats)
+    opened = scan_stats(stats)
     wanted = {str(segments[i]) for i in (3, 4, 5)} | {str(p) for p in (logs / "orders-1").glob("*.log")}
     assert set(opened["segments"]) == wanted
     # Seeking: the first segment is read from an index entry, not from its start.
@@ -270,7 +275,7 @@ def test_timestamp_bounds(spark, logs, tmp_path):
     got = rows(read(spark, logs / "orders-0", startingTimestamp=target, endingTimestamp=target + 400, statsPath=stats))
     assert [r[2] for r in got] == list(range(first, stop))
     segments = sorted((logs / "orders-0").glob("*.log"))
-    assert len(ks.scan_stats(stats)["segments"]) < len(segments) // 2
+    assert len(scan_stats(stats)["segments"]) < len(segments) // 2
     by_partition = rows(read(spark, logs, subscribe="orders",
                              startingOffsetsByTimestamp=f'{{"orders": {{"0": {target}}}}}'))
     assert min(r[2] for r in by_partition if r[1] == 0) == first
@@ -390,7 +395,7 @@ def test_corrupt_batch_fails_or_is_skipped(spark, tmp_path):
     stats = tmp_path / "stats"
     skipped = rows(read(spark, directory, failOnCorruption=False, statsPath=stats))
     assert skipped == [r for r in good if not first <= r[2] <= last]
-    totals = ks.scan_stats(stats)
+    totals = scan_stats(stats)
     assert (totals["skipped_batches"], totals["skipped_bytes"]) == (1, size)
 
 
@@ -411,7 +416,7 @@ def test_corrupt_size_field_resynchronises_at_the_next_index_entry(spark, tmp_pa
     resume = min(p for p in index_positions if p > position)
     resumed_at = next(b[2] for b in batches if b[0] == resume)
     assert got == [r for r in good if r[2] < batches[4][2] or r[2] >= resumed_at]
-    assert ks.scan_stats(stats)["skipped_bytes"] == resume - position
+    assert scan_stats(stats)["skipped_bytes"] == resume - position
     with pytest.raises(Exception, match="record size 3 is less than the minimum"):
         read(spark, directory).count()
 
@@ -463,13 +468,13 @@ def test_pushed_filters_prune_and_never_leak_into_other_queries(spark, logs, tmp
     pushed = read(spark, logs, pushFilters=True, statsPath=stats)
     got = rows(pushed.filter(f"topic = 'orders' AND partition = 0 AND offset >= {lo} AND offset < {lo + 9}"))
     assert [r[2] for r in got] == list(range(lo, lo + 9))
-    assert set(ks.scan_stats(stats)["segments"]) <= {str(s) for s in segments[6:8]}
+    assert set(scan_stats(stats)["segments"]) <= {str(s) for s in segments[6:8]}
     # Timestamps: a lower bound prunes; the rows are exactly Spark's own filtering.
     t = ts_of(200)
     stats2 = tmp_path / "pushed-ts"
     by_time = rows(read(spark, logs, pushFilters=True, statsPath=stats2).filter(f"timestamp >= timestamp_millis({t})"))
     assert by_time == [r for r in everything if r[5] >= t * 1000]
-    assert len(ks.scan_stats(stats2)["segments"]) < len(segments)
+    assert len(scan_stats(stats2)["segments"]) < len(segments)
     # A later query on a fresh DataFrame of the same path and options sees everything.
     assert rows(read(spark, logs, pushFilters=True)) == everything
     # The same DataFrame with another filter is planned again with that filter.

@@ -15,7 +15,7 @@ pytest.importorskip("pyarrow")
 from spark_fixtures import rows, spark  # noqa: E402,F401
 from test_spark import build_log, direct_rows  # noqa: E402
 
-import kafkalog.spark._source as ks  # noqa: E402
+from kafkalog.spark._stream import _rate_limit  # noqa: E402
 from kafkalog import Log, LogConfig, RecordBatchBuilder  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -121,5 +121,5 @@ def test_rate_limit_shares_offsets_by_lag():
     available = {("t", 0): (0, 100), ("t", 1): (0, 100), ("t", 2): (0, 3)}
     # lags 100, 10, 3 (a new partition from its start): 20 offsets shared in proportion,
     # but at least one for a small lagging partition.
-    assert ks._rate_limit(begin, latest, available, 20) == {("t", 0): 17, ("t", 1): 91, ("t", 2): 1}
-    assert ks._rate_limit(begin, latest, available, 1000) == latest
+    assert _rate_limit(begin, latest, available, 20) == {("t", 0): 17, ("t", 1): 91, ("t", 2): 1}
+    assert _rate_limit(begin, latest, available, 1000) == latest

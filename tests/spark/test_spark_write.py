@@ -17,7 +17,7 @@ import pyarrow as pa  # noqa: E402
 from spark_fixtures import rows, spark  # noqa: E402,F401
 from test_spark import build_log  # noqa: E402
 
-import kafkalog.spark._source as ks  # noqa: E402
+import kafkalog.spark._write as ks  # noqa: E402
 from kafkalog import Compression, FileRecords, KafkalogError, Log, LogConfig  # noqa: E402
 
 pytestmark = pytest.mark.spark

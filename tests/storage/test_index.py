@@ -769,6 +769,45 @@ def test_read_only_index_answers_as_the_writer(tmp_path) -> None:
     assert path.read_bytes() == pack_offsets(9, entries)
 
 
+@pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
+def test_read_live_cuts_the_preallocated_zero_tail(tmp_path, cls) -> None:
+    """read_live on an active (preallocated) index: only the entries before the zero tail, the
+    writer's lookups; the file is neither mapped nor held open."""
+    path = tmp_path / "00000000000000000009.idx"
+    w = cls(path, 9, 4096)
+    entries = [(9 + i * 3, i * 100) for i in range(1, 60)]
+    for offset, value in entries:
+        if cls is OffsetIndex:
+            w.append(offset, value)
+        else:
+            w.maybe_append(value, offset)
+    w.flush()
+    assert path.stat().st_size == 4096 // w.entry_size * w.entry_size  # still preallocated
+    live = cls.read_live(path, 9)
+    plain = cls(path, 9, writable=False)
+    try:
+        assert live.entries == len(entries) < plain.entries
+        assert [live.entry(i) for i in range(live.entries)] == [w.entry(i) for i in range(w.entries)]
+        for t in range(0, 6200, 7):
+            assert live.lookup(t) == w.lookup(t)
+    finally:
+        w.close()
+        live.close()
+        plain.close()
+
+
+@pytest.mark.parametrize("content", [None, b"", b"\x00" * 24, (5).to_bytes(4, "big") + (77).to_bytes(4, "big") + b"\x01\x02\x03"])
+def test_read_live_of_a_missing_or_broken_file(tmp_path, content) -> None:
+    """A missing file reads as empty, a zero file as empty, a torn one as its whole entries."""
+    path = tmp_path / "00000000000000001000.index"
+    if content is not None:
+        path.write_bytes(content)
+    live = OffsetIndex.read_live(path, 1000)
+    expected = [OffsetPosition(1005, 77)] if content and any(content) else []
+    assert [live.entry(i) for i in range(live.entries)] == expected
+    assert live.lookup(10**6) == (expected[-1] if expected else OffsetPosition(1000, 0))
+
+
 # -- sanity checks -------------------------------------------------------------------------------
 
 

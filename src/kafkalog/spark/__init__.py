@@ -6,13 +6,20 @@ as partition logs. See docs/spark.md.
     kafkalog.spark.register(spark)
     df = spark.read.format("kafkalog").load("/data/kafka-logs")
 
-The public API of this package is what it exports here; its modules are private
-(``_scan`` plans and reads without pyspark, ``_source`` is the data source).
+The public API of this package is what it exports here; its modules are private. Planning
+and reading need no pyspark: ``_options`` (read options), ``_discovery`` (partition
+directories and segments), ``_partition`` (one partition log's bounds and indexes), ``_plan``
+(bounds and input partitions), ``_read`` (a slice on the executor), ``_stats``. The pyspark
+side: ``_compat`` (the optional imports), ``_source`` (the data source and batch reader),
+``_stream`` (the stream reader), ``_write`` (the writer).
 """
 
 from __future__ import annotations
 
-from ._scan import INTERNAL_TOPICS, scan_stats
-from ._source import SCHEMA_DDL, KafkalogDataSource, murmur2, register, verify
+from ._arrow import SCHEMA_DDL
+from ._discovery import INTERNAL_TOPICS
+from ._source import KafkalogDataSource, register, verify
+from ._stats import scan_stats
+from ._write import murmur2
 
 __all__ = ["KafkalogDataSource", "register", "verify", "scan_stats", "murmur2", "SCHEMA_DDL", "INTERNAL_TOPICS"]

@@ -1,0 +1,297 @@
+"""One partition directory as the driver plans it: its segments, its bounds, its indexes.
+
+The directory may be live (a broker or a ``Log`` appending, rolling, deleting): the offset and
+time indexes are read with :meth:`kafkalog.OffsetIndex.read_live` (copied, never mapped, cut
+to their live entries), and every position taken from an index entry is checked to frame a
+batch before it is trusted (:func:`_batch_at`). A segment deleted meanwhile is left out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .. import (
+    LOG_OVERHEAD,
+    LOG_START_OFFSET_CHECKPOINT,
+    MAGIC_V2,
+    SEGMENT_FILE,
+    AbortedTxn,
+    FileRecords,
+    OffsetCheckpointFile,
+    OffsetIndex,
+    ProducerStateManager,
+    RecordBatch,
+    TimeIndex,
+    TransactionIndex,
+    offset_index_file,
+    snapshot_file,
+    time_index_file,
+    txn_index_file,
+)
+from ..errors import (
+    CorruptCheckpointError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    TruncatedRecordError,
+    UnsupportedCodecError,
+)
+from ._discovery import _log_path, _PartitionDir, _segment_bases
+from ._options import _ReadOptions
+
+_log = logging.getLogger(__name__)
+
+#: What reading a batch raises when its bytes are bad (skipped with ``failOnCorruption=false``).
+_READ_ERRORS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError)
+#: An offset above every real one: the end of a log whose tail cannot be framed.
+_NO_END = 2**63 - 1
+
+
+@dataclass
+class _Segment:
+    """A segment file and its offset and time indexes, read live on first use."""
+
+    base: int
+    path: str
+    size: int
+    _offsets: OffsetIndex | None = None
+    _times: TimeIndex | None = None
+    directory: str = ""
+
+    @property
+    def offsets(self) -> OffsetIndex:
+        if self._offsets is None:
+            self._offsets = OffsetIndex.read_live(offset_index_file(self.directory, self.base), self.base)
+        return self._offsets
+
+    @property
+    def times(self) -> TimeIndex:
+        if self._times is None:
+            self._times = TimeIndex.read_live(time_index_file(self.directory, self.base), self.base)
+        return self._times
+
+
+def _batch_at(records: FileRecords, position: int, min_offset: int) -> RecordBatch | None:
+    """The batch the records layer frames at ``position`` (size and magic possible, the whole
+    entry in the file), when its offset field is not below ``min_offset``; else None. How a
+    position taken from an index entry is checked before it is trusted."""
+    try:
+        batch = next(records.slice(position).batches(), None)
+    except (*_READ_ERRORS, InvalidOffsetError):
+        return None
+    if batch is None:
+        return None
+    # The offset field: a v2 batch's base offset, a v0/v1 entry's own (its last) offset.
+    first = batch.base_offset if batch.magic == MAGIC_V2 else batch.last_offset
+    return batch if first >= min_offset else None
+
+
+def _span(batch: RecordBatch) -> tuple[int, int]:
+    """The file positions [start, end) of a batch read from a file (its position is set)."""
+    assert batch.position is not None
+    return batch.position, batch.position + batch.size_in_bytes
+
+
+def _first_entry_after(index: OffsetIndex, position: int) -> int:
+    """The slot of the first offset-index entry whose position is above ``position`` (the
+    entries' positions ascend), or ``index.entries``."""
+    return bisect.bisect_right(range(index.entries), position, key=lambda i: index.entry(i).position)
+
+
+class _PartitionLog:
+    """One partition directory as the driver plans it: segments, bounds, indexes (read-only)."""
+
+    def __init__(self, pdir: _PartitionDir, options: _ReadOptions) -> None:
+        self.dir = pdir
+        self.options = options
+        self.segments: list[_Segment] = []
+        for base in _segment_bases(pdir.path):
+            path = _log_path(pdir.path, base)
+            try:
+                size = os.path.getsize(path)
+            except FileNotFoundError:
+                continue  # deleted by retention meanwhile
+            self.segments.append(_Segment(base, path, size, directory=pdir.path))
+        self._end: tuple[int, int] | None = None
+        self._log_start: int | None = None
+
+    def _headers(self, i: int, records: FileRecords, position: int) -> Iterator[RecordBatch]:
+        """Batch headers of segment ``i`` from ``position`` (to the planned end for the last
+        one); a batch that cannot be framed raises, or (``failOnCorruption=false``) ends the
+        scan with a warning."""
+        limit = self.end_position if i == len(self.segments) - 1 else records.size_in_bytes
+        try:
+            yield from records.slice(position, max(0, limit - position)).batches()
+        except _READ_ERRORS as e:
+            if self.options.fail_on_corruption:
+                raise
+            _log.warning("kafkalog: planning stops reading %s at a bad batch: %s", records.path, e)
+
+    @property
+    def tp(self) -> str:
+        return f"{self.dir.topic}-{self.dir.partition}"
+
+    # -- bounds -----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first segment's base offset, raised to ``log-start-offset-checkpoint``'s entry
+        (records below it were deleted by DeleteRecords and are not served by a broker)."""
+        if self._log_start is None:
+            first = self.segments[0].base if self.segments else 0
+            checkpoint = os.path.join(os.path.dirname(os.path.abspath(self.dir.path)), LOG_START_OFFSET_CHECKPOINT)
+            try:
+                recorded = OffsetCheckpointFile(checkpoint).read().get((self.dir.topic, self.dir.partition))
+            except (CorruptCheckpointError, OSError):
+                recorded = None
+            self._log_start = recorded if recorded is not None and first < recorded <= self.end_offset else first
+        return self._log_start
+
+    @property
+    def end_offset(self) -> int:
+        return self._end_facts()[0]
+
+    @property
+    def end_position(self) -> int:
+        """Byte position after the last whole batch of the last segment (as planned)."""
+        return self._end_facts()[1]
+
+    def _end_facts(self) -> tuple[int, int]:
+        """(log end offset, end of the last whole batch of the last segment): the last segment's
+        last offset-index entry, then a scan of batch headers to the end."""
+        if self._end is not None:
+            return self._end
+        if not self.segments:
+            self._end = (0, 0)
+            return self._end
+        last = self.segments[-1]
+        offsets = last.offsets
+        position = 0
+        with FileRecords.open(last.path) as records:
+            if offsets.entries:
+                candidate = offsets.entry(offsets.entries - 1).position
+                if 0 < candidate < records.size_in_bytes and _batch_at(records, candidate, last.base):
+                    position = candidate
+            next_offset, end = last.base, position
+            try:
+                for batch in records.slice(position).batches():
+                    next_offset, end = batch.next_offset, _span(batch)[1]
+            except _READ_ERRORS as e:
+                if records.read(end, LOG_OVERHEAD) == bytes(LOG_OVERHEAD):
+                    pass  # a zero header: the preallocated tail of an active segment (preallocate=true)
+                elif self.options.fail_on_corruption:
+                    raise
+                else:  # the tail cannot be framed: read to the end of the file, no offset bound
+                    _log.warning("kafkalog: %s; reading %s to its end", e, last.path)
+                    next_offset, end = _NO_END, records.size_in_bytes
+        self._end = (max(next_offset, last.base), end)
+        return self._end
+
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest transaction with no marker yet, else the log end:
+        ongoing transactions from the newest producer snapshot at or below the log end, then
+        the batch headers after it (Kafka rebuilds producer state the same way)."""
+        end = self.end_offset
+        ongoing: dict[int, int] = {}
+        scan_from = self.segments[0].base if self.segments else 0
+        snapshots = []
+        for name in os.listdir(self.dir.path):
+            m = SEGMENT_FILE.match(name)
+            if m and m.group(2) == "snapshot":
+                snapshots.append(int(m.group(1)))
+        for offset in sorted((s for s in snapshots if s <= end), reverse=True):
+            try:
+                entries = ProducerStateManager.read_snapshot(snapshot_file(self.dir.path, offset))
+            except (CorruptCheckpointError, OSError):
+                continue
+            ongoing = {e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset is not None}
+            scan_from = offset
+            break
+        for batch in self._batches_from(scan_from):
+            if batch.magic < MAGIC_V2 or not batch.is_transactional or batch.last_offset < scan_from:
+                continue
+            if batch.is_control:
+                ongoing.pop(batch.producer_id, None)
+            else:
+                ongoing.setdefault(batch.producer_id, batch.base_offset)
+        return min([end, *ongoing.values()])
+
+    def _batches_from(self, offset: int) -> Iterator[RecordBatch]:
+        """Batch headers from the batch holding ``offset`` to the end (shallow)."""
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
+            if nxt is not None and nxt <= offset:
+                continue
+            with FileRecords.open(segment.path) as records:
+                position = self.seek(segment, offset, records) if offset > segment.base else 0
+                yield from self._headers(i, records, position)
+
+    def seek(self, segment: _Segment, offset: int, records: FileRecords) -> int:
+        """The position of the offset-index floor entry of ``offset`` (checked), else 0."""
+        position = segment.offsets.lookup(offset).position  # 0 when no entry is at or below it
+        if 0 < position < records.size_in_bytes and _batch_at(records, position, segment.base):
+            return position
+        return 0
+
+    def aborted_txns(self, from_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions (``.txnindex``) of the segments that may hold markers for
+        offsets >= ``from_offset``."""
+        out: list[AbortedTxn] = []
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
+            if nxt is not None and nxt <= from_offset:
+                continue
+            path = txn_index_file(self.dir.path, segment.base)
+            if path.exists():
+                index = TransactionIndex(path, segment.base, writable=False)
+                try:
+                    out.extend(t for t in index.all_aborted_txns() if t.last_offset >= from_offset)
+                finally:
+                    index.close()
+        return out
+
+    # -- time -------------------------------------------------------------------------------
+
+    def max_timestamp(self, i: int) -> int:
+        """The largest timestamp in segment ``i``: its time index's last entry (a rolled segment
+        ends with one), plus a scan of the batch headers after it for the last segment or when
+        the time index is missing."""
+        segment = self.segments[i]
+        times = segment.times
+        best = -1
+        position = 0
+        if times.entries:
+            best, offset = times.entry(times.entries - 1)
+            if i + 1 < len(self.segments):
+                return best
+            with FileRecords.open(segment.path) as records:
+                position = self.seek(segment, offset, records)
+        with FileRecords.open(segment.path) as records:
+            for batch in self._headers(i, records, position):
+                best = max(best, batch.max_timestamp)
+        return best
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The offset of the first record at or after ``timestamp`` (from the log start), or None
+        (Kafka's ListOffsets, without the mtime fallback for segments without timestamps)."""
+        start = self.log_start_offset
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
+            if nxt is not None and nxt <= start:
+                continue
+            if self.max_timestamp(i) < timestamp:
+                continue
+            floor_offset = segment.times.lookup(timestamp).offset  # the base when no entry is at or below it
+            with FileRecords.open(segment.path) as records:
+                position = self.seek(segment, max(floor_offset, start), records)
+                for batch in self._headers(i, records, position):
+                    if batch.max_timestamp >= timestamp and batch.last_offset >= start:
+                        for record in batch.records():
+                            if record.timestamp >= timestamp and record.offset >= start:
+                                return record.offset
+        return None

@@ -1,0 +1,234 @@
+"""Reading one slice on an executor: the batches of a segment window as record columns.
+
+CRCs are checked (``checkCrcs``), aborted transactional data is dropped for read_committed
+(Kafka's consumer algorithm over the ``.txnindex`` entries), control records are left out and
+corrupt batches raise or are skipped (``failOnCorruption``): to the end of the bad batch's
+declared size when the next entry frames there, else to the next offset-index entry that
+frames, else to the end of the window. Runs of batches are decoded together with
+:func:`kafkalog.decode_columns` into :class:`kafkalog.RecordColumns` of bounded size.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterable, Iterator
+
+from .. import (
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_ENTRY_SIZE_FIELD,
+    ControlRecordType,
+    FileRecords,
+    KafkalogError,
+    MemoryRecords,
+    OffsetIndex,
+    RecordBatch,
+    RecordColumns,
+    decode_columns,
+    offset_index_file,
+)
+from ..errors import InvalidOffsetError
+from ._options import _ReadOptions
+from ._partition import _READ_ERRORS, _batch_at, _first_entry_after, _span
+from ._plan import _Slice
+from ._stats import _Stats
+
+_log = logging.getLogger(__name__)
+
+_MiB = 1 << 20
+# Batch bytes decoded together into one Arrow batch at most (with maxRecordsPerBatch records):
+# large enough that Spark's per-batch costs vanish, small enough to stay in memory already
+# mapped (fresh pages are slow to fault in on some VMs).
+_CHUNK_BYTES = 16 * _MiB
+# An entry's size field: the int32 after its int64 offset, ending the LOG_OVERHEAD prefix.
+_SIZE_FIELD = struct.Struct(">i")
+
+
+class _Aborted:
+    """Kafka's read_committed filter (``CompletedFetch``): aborted transactions in order of first
+    offset; a producer enters the aborted set when a batch reaches the first offset of one of
+    its aborted transactions, and leaves it at its ABORT marker; its transactional data
+    batches in between are dropped."""
+
+    def __init__(self, txns: Iterable[tuple[int, int, int]]) -> None:
+        self.queue = sorted(txns, key=lambda txn: txn[1])  # (producer id, first offset, marker offset)
+        self.next = 0
+        self.producers: set[int] = set()
+
+    def drops(self, batch: RecordBatch) -> bool:
+        pid = batch.producer_id
+        if pid < 0:
+            return False
+        last = batch.last_offset
+        while self.next < len(self.queue):
+            producer, first, _ = self.queue[self.next]
+            if first > last:
+                break
+            self.producers.add(producer)
+            self.next += 1
+        if batch.is_control:
+            records = batch.records()
+            if records and records[0].control_type is ControlRecordType.ABORT:
+                self.producers.discard(pid)
+            return False
+        return batch.is_transactional and pid in self.producers
+
+
+def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, *,
+             shallow: bool = False) -> Iterator[RecordBatch]:
+    """The batches of the slice's window, checked (``shallow``: framed only, their bodies left
+    to :func:`_emit`); corrupt ones raise or are skipped."""
+    pos, end = s.start_position, min(s.end_position, records.size_in_bytes)
+    while pos < end:
+        window = records.slice(pos, end - pos)
+        try:
+            for batch in window.batches(validate=options.check_crcs and not shallow, strict=s.strict_end):
+                if not options.check_crcs and not shallow:
+                    batch.entry()  # load the body here, where a short read is reported
+                size = batch.size_in_bytes
+                stats.bytes_read += size
+                yield batch
+                pos = _span(batch)[1]
+            return
+        except _READ_ERRORS as e:
+            if options.fail_on_corruption:
+                raise
+            nxt = _resync(records, s, pos, end)
+            stats.skipped(records.path, pos, nxt, e)
+            pos = nxt
+
+
+def _resync(records: FileRecords, s: _Slice, bad: int, end: int) -> int:
+    """Where to carry on after a corrupt batch at ``bad``: past it when its size field leads to
+    another batch (or the window's end), else the next offset-index entry, else the end.
+
+    These are the documented semantics (docs/spark.md), which skip at most to batch
+    boundaries the writer recorded; the core scanner (``next_valid_batch``) would instead resume
+    at the first valid batch found anywhere after ``bad``, a different (smaller) skip."""
+    head = records.read(bad, LOG_OVERHEAD)
+    if len(head) == LOG_OVERHEAD:
+        (size,) = _SIZE_FIELD.unpack_from(head, LOG_OVERHEAD - _SIZE_FIELD.size)
+        after = bad + LOG_OVERHEAD + size
+        if size >= MIN_ENTRY_SIZE_FIELD and (after == end or (bad < after < end and _batch_at(records, after, s.base))):
+            return after
+    index = OffsetIndex.read_live(offset_index_file(os.path.dirname(s.path), s.base), s.base)
+    for k in range(_first_entry_after(index, bad), index.entries):
+        position = index.entry(k).position
+        if bad < position < end and _batch_at(records, position, s.base):
+            return position
+    return end
+
+
+def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
+    """The slice's records in [start, end) offsets, as columns of at most
+    ``maxRecordsPerBatch`` records (control records left out)."""
+    stats = _Stats(options.stats_path)
+    try:
+        records = FileRecords.open(s.path)
+    except FileNotFoundError:
+        if options.fail_on_data_loss:
+            raise InvalidOffsetError(
+                "the segment was deleted (retention?) before it was read; set failOnDataLoss=false to skip it",
+                file=s.path,
+            ) from None
+        _log.warning("kafkalog: %s was deleted before it was read; skipped (failOnDataLoss=false)", s.path)
+        return
+    stats.segments.append(s.path)
+    aborted = _Aborted(s.aborted) if s.aborted is not None else None
+    # Without read_committed nothing needs a batch's body before decoding: the walk only frames
+    # the batches, and each chunk of them is read with one pread and decoded (and checked) as
+    # one buffer; read_committed reads control records while walking, so it walks checked.
+    shallow = aborted is None
+    chunk: list[RecordBatch] = []
+    count = size = 0
+    limit = options.max_records_per_batch
+    try:
+        for batch in _batches(records, s, options, stats, shallow=shallow):
+            last = batch.last_offset
+            if last < s.start_offset:
+                if aborted is not None:
+                    aborted.drops(batch)
+                continue
+            if aborted is not None and aborted.drops(batch):
+                if last >= s.end_offset - 1:
+                    break
+                continue
+            n = batch.count if batch.magic >= MAGIC_V2 else 1  # v0/v1 have no count: an entry counts as one
+            if chunk and (count + n > limit or size >= _CHUNK_BYTES):
+                yield from _emit(chunk, s, options, stats, records if shallow else None)
+                chunk, count, size = [], 0, 0
+            chunk.append(batch)
+            count += n
+            size += batch.size_in_bytes
+            if last >= s.end_offset - 1:
+                break
+        if chunk:
+            yield from _emit(chunk, s, options, stats, records if shallow else None)
+    finally:
+        records.close()
+        stats.write()
+
+
+def _decode_in_one(chunk: list[RecordBatch], records: FileRecords, options: _ReadOptions) -> RecordColumns | None:
+    """A chunk of consecutive v2 batches read with one pread and decoded (CRCs checked when
+    asked) as one ``MemoryRecords``: the columnar decoder's fastest path. None when the chunk
+    is not that, or anything is wrong -- the caller then goes batch by batch, so an error names
+    the file and position, and the file cannot have changed under the decode unnoticed (the
+    record count must be the one the framed headers promise)."""
+    first, last = chunk[0], chunk[-1]
+    start, end = _span(first)[0], _span(last)[1]
+    expected = 0
+    at = start
+    for batch in chunk:
+        if batch.magic != MAGIC_V2 or batch.position != at:
+            return None
+        at += batch.size_in_bytes
+        if not batch.is_control:
+            expected += batch.count
+    data = records.read(start, end - start)
+    if len(data) != end - start:
+        return None
+    try:
+        columns = decode_columns(MemoryRecords(data, max_batch_size=max(end - start, 1)),
+                                 validate=options.check_crcs, include_headers=options.include_headers)
+    except KafkalogError:
+        return None
+    return columns if len(columns) == expected else None
+
+
+def _emit(chunk: list[RecordBatch], s: _Slice, options: _ReadOptions, stats: _Stats,
+          shallow_from: FileRecords | None = None) -> Iterator[RecordColumns]:
+    """Decode a chunk; ``shallow_from``: its batches were only framed, not checked, and are
+    read from that file."""
+    columns = _decode_in_one(chunk, shallow_from, options) if shallow_from is not None else None
+    check = shallow_from is not None and options.check_crcs
+    if columns is None:
+        try:
+            columns = decode_columns(chunk, validate=check, include_headers=options.include_headers)
+        except _READ_ERRORS:
+            if options.fail_on_corruption:
+                raise
+            parts = []
+            for batch in chunk:  # find and skip the bad batches one by one
+                try:
+                    parts.append(decode_columns([batch], validate=check, include_headers=options.include_headers))
+                except _READ_ERRORS as e:
+                    stats.skipped(s.path, *_span(batch), e)
+            columns = RecordColumns.concat(parts) if parts else RecordColumns.empty(include_headers=options.include_headers)
+    n = len(columns)
+    if n == 0:
+        return
+    offsets = columns.offset
+    if offsets[0] < s.start_offset or offsets[n - 1] >= s.end_offset:
+        # Offsets ascend within a partition: the wanted ones are one contiguous run.
+        columns = columns.slice(int(offsets.searchsorted(s.start_offset)), int(offsets.searchsorted(s.end_offset)))
+        n = len(columns)
+        if n == 0:
+            return
+    step = options.max_records_per_batch
+    for lo in range(0, n, step):
+        part = columns if n <= step else columns.slice(lo, lo + step)
+        stats.records += len(part)
+        yield part
