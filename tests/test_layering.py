@@ -37,6 +37,7 @@ CORE_LAYERS = {
     "sendfile": 3,
     "resync": 3,
     "index": 4,
+    "txn_index": 4,
     "config": 4,
     "filenames": 4,
     "durable": 4,

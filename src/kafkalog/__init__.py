@@ -168,6 +168,7 @@ from .recordbatch import COMPRESSION_CODEC_MASK
 from .records import MIN_ENTRY_SIZE_FIELD
 from .producer_state import SNAPSHOT_VERSION
 from .durable import TMP_SUFFIX
+from .txn_index import TXN_INDEX_VERSION
 
 __version__ = "0.1.0"
 
@@ -312,4 +313,5 @@ __all__ = [
     "MIN_ENTRY_SIZE_FIELD",
     "SNAPSHOT_VERSION",
     "TMP_SUFFIX",
+    "TXN_INDEX_VERSION",
 ]

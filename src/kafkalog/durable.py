@@ -33,6 +33,23 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def rename_if_exists(path: Path, target: str | os.PathLike) -> Path:
+    """Atomically rename ``path`` to ``target`` if it exists (an index file may not yet); return
+    the new path."""
+    if path.exists():
+        os.replace(path, target)
+    return Path(target)
+
+
+def unlink_if_exists(path: str | os.PathLike) -> bool:
+    """Delete ``path``; whether it existed."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
 

@@ -4,13 +4,12 @@
 |---|---|---|
 | offset (``.index``) | ``relativeOffset:int32, position:int32`` | 8 |
 | time (``.timeindex``) | ``timestamp:int64, relativeOffset:int32`` | 12 |
-| transaction (``.txnindex``) | ``version:int16, producerId:int64, firstOffset:int64, lastOffset:int64, lastStableOffset:int64`` | 34 |
 
 All big-endian. Offsets are relative to the segment's base offset. The offset and time indexes
 are preallocated to ``segment.index.bytes`` (rounded down to the entry size) while their segment
 is active and trimmed to their entries when it is rolled or closed; an index opened from disk
-counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index is
-append-only and never preallocated.
+counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index lives in
+:mod:`kafkalog.txn_index` (re-exported here).
 
 Reading without writing. An index opened read-only (``writable=False``) is copied into memory
 with ``pread``, never mapped: a writer trims the index of a segment it rolls, and a mapped page
@@ -44,6 +43,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
+from .durable import rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
 
 _INT32_MAX = 2**31 - 1
@@ -72,20 +72,6 @@ def _live_entries(fd: int, n: int, size: int) -> int:
     return lo
 
 
-def _rename(path: Path, target: str | os.PathLike) -> Path:
-    """Atomically rename an index file if it exists (it may not yet); return the new path."""
-    if path.exists():
-        os.replace(path, target)
-    return Path(target)
-
-
-def _unlink(path: Path) -> bool:
-    """Delete an index file; whether it existed."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _plain_search_forced() -> bool:
@@ -391,13 +377,13 @@ class _Index(Generic[_Entry]):
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file. An open map and descriptor stay valid across a rename on
         POSIX, so the entries held (also those of an untrimmed active index) are kept."""
-        self._path = _rename(self._path, path)
+        self._path = rename_if_exists(self._path, path)
 
     def delete_if_exists(self) -> bool:
         """Close and delete the file; return whether it existed."""
         self.close_handler()
         self._closed = True
-        return _unlink(self._path)
+        return unlink_if_exists(self._path)
 
     def __repr__(self) -> str:
         state = f"entries={self._entries}" if self._opened else "not opened"
@@ -672,161 +658,5 @@ assert OffsetIndex.DTYPE.itemsize == OffsetIndex._ENTRY_SIZE == 8
 assert TimeIndex.DTYPE.itemsize == TimeIndex._ENTRY_SIZE == 12
 
 
-class AbortedTxn(NamedTuple):
-    """An aborted transaction: its producer, first and last (marker) offsets, and the last
-    stable offset when it completed."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-
-
-#: A transaction-index entry: version, producerId, firstOffset, lastOffset, lastStableOffset.
-TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
-assert TXN_INDEX_ENTRY.size == 34
-_TXN_VERSION = 0
-
-
-class TransactionIndex:
-    """The aborted transactions of a segment (``.txnindex``): append-only 34-byte entries,
-    never preallocated; the file is created on the first append.
-
-    Not thread-safe; its segment serialises access.
-    """
-
-    ENTRY_SIZE = TXN_INDEX_ENTRY.size
-
-    def __init__(self, path: str | os.PathLike, start_offset: int, *, writable: bool = True) -> None:
-        self._path = Path(path)
-        self.start_offset = start_offset
-        self._writable = writable
-        self._fd: int | None = None
-        self._last_offset: int | None = None
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    def _channel(self, create: bool) -> int | None:
-        if self._fd is None and (create or self._path.exists()):
-            if create and not self._writable:
-                raise LogClosedError("transaction index opened read-only", file=str(self._path))
-            flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
-            self._fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
-        return self._fd
-
-    def append(self, txn: AbortedTxn) -> None:
-        """Append an aborted transaction; last offsets must increase.
-
-        Raises:
-            InvalidOffsetError: a last offset not above the previous entry's.
-        """
-        if self._last_offset is None:
-            entries = self.all_aborted_txns()
-            self._last_offset = entries[-1].last_offset if entries else -1
-        if self._last_offset >= 0 and txn.last_offset <= self._last_offset:
-            raise InvalidOffsetError(
-                f"the last offset of appended transactions must increase sequentially, but {txn.last_offset} "
-                f"is not greater than current last offset {self._last_offset} of index",
-                file=str(self._path),
-            )
-        fd = self._channel(create=True)
-        assert fd is not None  # created
-        os.pwrite(fd, TXN_INDEX_ENTRY.pack(_TXN_VERSION, *txn), os.fstat(fd).st_size)
-        self._last_offset = txn.last_offset
-
-    def _read_all(self) -> bytes:
-        fd = self._channel(create=False)
-        if fd is None:
-            return b""
-        size = os.fstat(fd).st_size
-        return os.pread(fd, size, 0)
-
-    def all_aborted_txns(self) -> list[AbortedTxn]:
-        """Every entry, in order.
-
-        Raises:
-            CorruptIndexError: a length that is not whole entries, or an unknown version.
-        """
-        data = self._read_all()
-        whole = len(data) - len(data) % self.ENTRY_SIZE
-        out = []
-        for pos in range(0, whole, self.ENTRY_SIZE):
-            version, *fields = TXN_INDEX_ENTRY.unpack_from(data, pos)
-            if version > _TXN_VERSION:  # Kafka rejects only versions it does not know yet
-                raise CorruptIndexError(
-                    f"unexpected aborted transaction version {version} (expected {_TXN_VERSION})",
-                    file=str(self._path),
-                    position=pos,
-                )
-            out.append(AbortedTxn(*fields))
-        return out
-
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
-        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``, and whether the
-        search is complete (an entry with last stable offset >= the bound was seen), as
-        Kafka's ``collectAbortedTxns``."""
-        found = []
-        for txn in self.all_aborted_txns():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                found.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return found, True
-        return found, False
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry whose last offset is >= ``offset``."""
-        entries = self.all_aborted_txns()
-        keep = 0
-        while keep < len(entries) and entries[keep].last_offset < offset:
-            keep += 1
-        fd = self._channel(create=False)
-        if fd is not None:
-            os.ftruncate(fd, keep * self.ENTRY_SIZE)
-        self._last_offset = entries[keep - 1].last_offset if keep else -1
-
-    def reset(self) -> None:
-        """Drop every entry (before recovery)."""
-        fd = self._channel(create=False)
-        if fd is not None:
-            os.ftruncate(fd, 0)
-        self._last_offset = -1
-
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError for a length that is not whole entries, a bad version, or an
-        entry whose last offset is below the segment's start offset (Kafka's check)."""
-        size = self._path.stat().st_size if self._path.exists() else 0
-        if size % self.ENTRY_SIZE:
-            raise CorruptIndexError(
-                f"transaction index file has size {size} which is not a multiple of {self.ENTRY_SIZE}",
-                file=str(self._path),
-            )
-        for i, txn in enumerate(self.all_aborted_txns()):
-            if txn.last_offset < self.start_offset:
-                raise CorruptIndexError(
-                    f"last offset of aborted transaction {txn} is less than start offset {self.start_offset}",
-                    file=str(self._path),
-                    position=i * self.ENTRY_SIZE,
-                )
-
-    def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def rename_to(self, path: str | os.PathLike) -> None:
-        """Atomically rename the file (an open descriptor stays valid)."""
-        self._path = _rename(self._path, path)
-
-    def delete_if_exists(self) -> bool:
-        """Close and delete the file; return whether it existed."""
-        self.close()
-        return _unlink(self._path)
-
-    def __repr__(self) -> str:
-        return f"TransactionIndex({str(self._path)!r}, start_offset={self.start_offset})"
+# The transaction index has its own module; its names stay importable from here.
+from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex  # noqa: E402, F401

@@ -11,6 +11,7 @@ from .. import (
     COMPRESSION_CODEC_MASK,
     LEADER_EPOCH_CHECKPOINT,
     TXN_INDEX_ENTRY,
+    TXN_INDEX_VERSION,
     ControlRecordType,
     FileRecords,
     LeaderEpochCheckpointFile,
@@ -413,7 +414,7 @@ class _Dump:
                 block = f.read(entry.size * 4096)
                 whole = len(block) - len(block) % entry.size
                 for fields in entry.iter_unpack(block[:whole]):
-                    if fields[0] > 0:  # AbortedTxn.CURRENT_VERSION
+                    if fields[0] > TXN_INDEX_VERSION:  # AbortedTxn.CURRENT_VERSION
                         self._error(
                             display,
                             name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import TXN_INDEX_ENTRY, AbortedTxn, OffsetIndex, TimeIndex
+from .. import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, OffsetIndex, TimeIndex
 from ._verify_report import _Problems
 
 # ------------------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def _read_txn_index(path: Path, problems: _Problems, base_offset: int) -> list[t
     last = None
     for i, pos in enumerate(range(0, len(data) - TXN_INDEX_ENTRY.size + 1, TXN_INDEX_ENTRY.size)):
         version, pid, first, last_offset, lso = TXN_INDEX_ENTRY.unpack_from(data, pos)
-        if version != 0:
+        if version != TXN_INDEX_VERSION:
             problems.add(name, i, "txnindex-corrupt", f"entry {i}: unknown version {version} (Kafka writes 0)")
             continue
         if last_offset < base_offset:
