@@ -165,15 +165,18 @@ def timed(fn, repeats: int) -> tuple[float, object]:
 
 def in_process_read(path: str, check_crcs: bool) -> int:
     """Plan and read every slice in this process (no Spark): the per-core bound of the read path."""
-    from kafkalog import scan as sc
-    from kafkalog import spark as ks
+    from kafkalog.spark._arrow import _arrow_batches
+    from kafkalog.spark._discovery import _discover
+    from kafkalog.spark._options import _ReadOptions
+    from kafkalog.spark._partition import _PartitionLog
+    from kafkalog.spark._plan import _plan, _resolve_bounds
 
-    options = sc._ReadOptions(path=path, check_crcs=check_crcs)
-    plogs = [sc._PartitionLog(d, options) for d in sc._discover(options)]
-    slices = sc._plan(plogs, sc._resolve_bounds(plogs, options), options)
+    options = _ReadOptions(path=path, check_crcs=check_crcs)
+    plogs = [_PartitionLog(d, options) for d in _discover(options)]
+    slices = _plan(plogs, _resolve_bounds(plogs, options), options)
     n = 0
     for s in slices:
-        for batch in ks._arrow_batches(s, options):
+        for batch in _arrow_batches(s, options):
             n += batch.num_rows
     return n
 
@@ -183,24 +186,28 @@ def floor_source():
     worker and then served from memory: what Spark costs for any Python source of these rows."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from kafkalog import scan as sc
-    from kafkalog import spark as ks
+    from kafkalog.spark import SCHEMA_DDL
+    from kafkalog.spark._arrow import _arrow_batches
+    from kafkalog.spark._discovery import _discover
+    from kafkalog.spark._options import _ReadOptions
+    from kafkalog.spark._partition import _PartitionLog
+    from kafkalog.spark._plan import _plan, _resolve_bounds
 
     class FloorReader(DataSourceReader):
         def __init__(self, path: str) -> None:
             self.path = path
 
         def partitions(self):
-            options = sc._ReadOptions(path=self.path)
-            plogs = [sc._PartitionLog(d, options) for d in sc._discover(options)]
-            return [InputPartition(s) for s in sc._plan(plogs, sc._resolve_bounds(plogs, options), options)]
+            options = _ReadOptions(path=self.path)
+            plogs = [_PartitionLog(d, options) for d in _discover(options)]
+            return [InputPartition(s) for s in _plan(plogs, _resolve_bounds(plogs, options), options)]
 
         def read(self, partition):
             cache = sys.__dict__.setdefault("_kafkalog_bench_floor", {})
             s = partition.value
             key = (s.path, s.start_position)
             if key not in cache:
-                cache[key] = list(ks._arrow_batches(s, sc._ReadOptions(path=self.path)))
+                cache[key] = list(_arrow_batches(s, _ReadOptions(path=self.path)))
             yield from cache[key]
 
     class FloorSource(DataSource):
@@ -209,7 +216,7 @@ def floor_source():
             return "kafkalog_bench_floor"
 
         def schema(self) -> str:
-            return ks.SCHEMA_DDL
+            return SCHEMA_DDL
 
         def reader(self, schema):
             return FloorReader(self.options["path"])

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from _harness import cpu_facts, git_describe, import_kafkalog, parse_size, progress, table
 
-kafkalog, error = import_kafkalog("verify", "salvage", "convert")
+kafkalog, error = import_kafkalog("tools", "resync")
 if kafkalog is None:
     sys.exit(f"kafkalog does not import: {error}")
 
