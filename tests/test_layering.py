@@ -51,6 +51,7 @@ CORE_LAYERS = {
     "producer_state": 5,
     "producer_snapshot": 5,
     "leader_epoch": 5,
+    "scheduler": 5,
     "cleaner": 6,
     "offset_map": 6,
     "cleaner_manager": 6,

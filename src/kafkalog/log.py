@@ -4,29 +4,19 @@ A :class:`Log` owns the segments of one partition, its leader-epoch cache and it
 state, and keeps the log directory's checkpoint files up to date. A directory it writes is one a
 Kafka broker can load, and it opens directories Kafka brokers wrote.
 
-Files of the *log directory* (the partition directory's parent), shared by every partition in
-it, as a broker keeps them: ``recovery-point-offset-checkpoint`` and
-``log-start-offset-checkpoint`` (one line per partition), the clean-shutdown marker
-``.kafka_cleanshutdown`` and the ``.lock`` file a process holds while it has logs open there
-(so two processes never write one log directory).
+The log directory's shared files (checkpoints, clean-shutdown marker, ``.lock``) are
+:mod:`kafkalog.logdir`'s; background work runs on a :mod:`kafkalog.scheduler`.
 
 **Durability.** :meth:`Log.flush` fsyncs the segments up to the given offset, the producer
 snapshots and the directory, then moves the recovery point. Whatever a flush covered survives a
 kill at any instant: reopening validates everything after the recovery point and truncates only
 bytes that fail validation. Rolling flushes the finished segment in the background (as Kafka
 does), so the recovery point follows the rolls even when the flush policy never flushes.
-
-**The clean-shutdown marker.** It means "every log of this directory was closed cleanly", so
-recovery can be skipped. The first log opened in a directory removes it (durably) before
-anything is written; the last log closed writes it back only if the directory was clean when
-the process started or every partition in it was opened (and so recovered) by this process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import logging
 import os
 import random
@@ -38,26 +28,22 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
-    PartitionMetadataFile,
     PARTITION_METADATA,
+    LeaderEpochCheckpointFile,
+    PartitionMetadataFile,
 )
 from .compression import Compression
 from .config import LogConfig
-from .durable import fsync_dir, lock_directory
+from .durable import fsync_dir
 from .errors import (
     CorruptCheckpointError,
     DuplicateSequenceError,
     InvalidConfigError,
     InvalidOffsetError,
     KafkalogError,
-    LogClosedError,
     LogCleaningAbortedError,
+    LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TruncatedRecordError,
@@ -67,7 +53,6 @@ from .file_records import FileRecords
 from .filenames import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    PARTITION_DIR,
     SWAP_SUFFIX,
     log_file,
     offset_index_file,
@@ -75,13 +60,15 @@ from .filenames import (
     time_index_file,
     txn_index_file,
 )
+from .index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
 from .loader import load_log, rebuild_producer_state
+from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (CLEAN_SHUTDOWN_FILE: kafkalog.log re-exports it)
 from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
-from .records import MemoryRecords, frame_entry, batch_class
+from .records import MemoryRecords, batch_class, frame_entry
 from .retention import RetentionPlan, plan_retention
-from .index import AbortedTxn
+from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .segments import LogSegments
 from .validator import validate_and_assign_offsets
@@ -95,8 +82,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
-#: The log directory's clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``).
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _INT32_MAX = 2**31 - 1
 
 
@@ -141,192 +126,9 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-# -- the log directory: lock file, checkpoints, clean-shutdown marker ------------------------------
-
-
-class _LogDir:
-    """Process-wide state of one log directory, shared by the logs open in it."""
-
-    _registry: dict[str, _LogDir] = {}
-    _registry_lock = threading.Lock()
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_OFFSET_CHECKPOINT)
-        self.log_starts = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
-        self.cleaner_offsets = OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT)
-        self.open_logs: set[tuple[str, int]] = set()
-        self.recovered: set[str] = set()  # partition directory names opened by this process
-        self._lock_fd: int | None = None
-        self.unclean = False
-        marker = path / CLEAN_SHUTDOWN_FILE
-        self.clean_at_start = marker.exists()
-
-    @classmethod
-    def acquire(cls, path: Path, tp: tuple[str, int]) -> _LogDir:
-        key = os.path.realpath(path)
-        with cls._registry_lock:
-            state = cls._registry.get(key)
-            if state is None:
-                state = cls(Path(key))
-                state._take_lock_file()
-                for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
-                    _remove_stray_tmp(file.path)  # a kill inside write_atomically
-                cls._registry[key] = state
-            if tp in state.open_logs:
-                raise KafkalogError(f"partition {tp[0]}-{tp[1]} is already open in this process", file=key)
-            state.open_logs.add(tp)
-            return state
-
-    def _take_lock_file(self) -> None:
-        self._lock_fd = lock_directory(
-            self.path, "the log directory is in use by another process (its .lock file is held)"
-        )
-
-    def consume_clean_marker(self) -> bool:
-        """Whether this directory was shut down cleanly; the marker goes (durably) the first
-        time, so that a crash from now on is never mistaken for a clean shutdown."""
-        marker = self.path / CLEAN_SHUTDOWN_FILE
-        with self.lock:
-            if marker.exists():
-                marker.unlink()
-                fsync_dir(self.path)
-        return self.clean_at_start
-
-    def read_offsets(self, tp: tuple[str, int]) -> tuple[int | None, int | None]:
-        """(recovery point, log start offset) checkpointed for ``tp``; a corrupt file reads as
-        empty (Kafka resets to 0 and recovers)."""
-        result = []
-        for file in (self.recovery_points, self.log_starts):
-            try:
-                result.append(file.read().get(tp))
-            except CorruptCheckpointError as e:
-                _log.warning("ignoring corrupt checkpoint %s: %s", file.path, e)
-                result.append(None)
-        return result[0], result[1]
-
-    def write_offset(self, file: OffsetCheckpointFile, tp: tuple[str, int], offset: int | None) -> None:
-        """Set (or with None remove) one partition's entry, keeping the others."""
-        with self.lock:
-            try:
-                entries = file.read()
-            except CorruptCheckpointError as e:
-                _log.warning("rewriting corrupt checkpoint %s: %s", file.path, e)
-                entries = {}
-            if offset is None:
-                if tp not in entries:
-                    return
-                entries.pop(tp)
-            elif entries.get(tp) == offset:
-                return
-            else:
-                entries[tp] = offset
-            file.write(entries)
-
-    def release(self, tp: tuple[str, int], directory_name: str, clean: bool) -> None:
-        with self._registry_lock:
-            self.open_logs.discard(tp)
-            if clean:
-                self.recovered.add(directory_name)
-            else:
-                self.recovered.discard(directory_name)
-                self.unclean = True  # a log that failed to close: no marker for the directory
-            if self.open_logs:
-                return
-            key = str(self.path)
-            if self._registry.get(key) is self:
-                del self._registry[key]
-            try:
-                if clean and not self.unclean and self._all_partitions_clean():
-                    marker = self.path / CLEAN_SHUTDOWN_FILE
-                    with open(marker, "wb") as f:
-                        f.write(b'{"version":0,"brokerEpoch":-1}')
-                        f.flush()
-                        os.fsync(f.fileno())
-                    fsync_dir(self.path)
-            finally:
-                if self._lock_fd is not None:
-                    os.close(self._lock_fd)  # releases the flock
-                    self._lock_fd = None
-
-    def _all_partitions_clean(self) -> bool:
-        if self.clean_at_start:
-            return True
-        for entry in os.scandir(self.path):
-            if entry.is_dir() and PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
-                return False
-        return True
-
-
 def _after_swap_step(step: str) -> None:
     """Called between the steps of :meth:`Log.replace_segments`; crash tests replace it to
     kill the process there."""
-
-
-def _remove_stray_tmp(path: Path) -> None:
-    """Delete ``<checkpoint>.tmp`` left by a kill during an atomic write (never read; Kafka
-    overwrites it at its next write, kafkalog removes it at once)."""
-    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-
-
-
-
-# -- background work: delayed deletions and the flush after a roll ---------------------------------
-
-
-class _Scheduler:
-    """One daemon thread running delayed tasks in due order (Kafka's ``KafkaScheduler``)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._tasks: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def schedule(self, delay_s: float, task: Callable[[], None]) -> None:
-        with self._cond:
-            stopped = self._stopped
-            if not stopped:
-                heapq.heappush(self._tasks, (time.monotonic() + delay_s, next(self._seq), task))
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                    self._thread.start()
-                self._cond.notify()
-        if stopped:  # closing: do it now
-            _run_logged(task)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped and (not self._tasks or self._tasks[0][0] > time.monotonic()):
-                    timeout = None if not self._tasks else self._tasks[0][0] - time.monotonic()
-                    self._cond.wait(timeout)
-                if self._stopped:
-                    return
-                _, _, task = heapq.heappop(self._tasks)
-            _run_logged(task)
-
-    def shutdown(self) -> None:
-        """Stop the thread and run every pending task now, in due order."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        while self._tasks:
-            _, _, task = heapq.heappop(self._tasks)
-            _run_logged(task)
-
-
-def _run_logged(task: Callable[[], None]) -> None:
-    try:
-        task()
-    except Exception:  # a background task must not kill the thread; it is logged instead
-        _log.exception("background log task failed")
 
 
 # -- the log -------------------------------------------------------------------------------------
@@ -397,7 +199,7 @@ class Log:
         self._lock = threading.RLock()
         self._closed = False
         self._tp = (topic, partition)
-        self._logdir = _LogDir.acquire(directory.parent, self._tp)
+        self._logdir = LogDir.acquire(directory.parent, self._tp)
         try:
             self._load(topic_id, producer_id_expiration_ms)
         except BaseException:
@@ -423,7 +225,7 @@ class Log:
                     f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)
                 )
         epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
-        _remove_stray_tmp(epoch_file.path)
+        remove_stray_tmp(epoch_file.path)
         rebuild_epochs = False
         try:
             self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
@@ -455,7 +257,7 @@ class Log:
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
         self._truncations = 0  # bumped by every truncation; a flush racing one does not count
-        self._scheduler = _Scheduler(f"kafkalog-{directory.name}")
+        self._scheduler = Scheduler(f"kafkalog-{directory.name}")
         if rebuild_epochs:
             self._rebuild_leader_epochs()
         # Persist what loading decided, so a crash now does not recover the same bytes again.
