@@ -55,6 +55,8 @@ CORE_LAYERS = {
     "cleaner": 6,
     "offset_map": 6,
     "cleaner_manager": 6,
+    "cleaner_stats": 6,
+    "cleaner_filter": 6,
 }
 #: Modules the records layer splits columnar decoding into (each ``columnar_*`` is layer 2).
 RECORDS_PREFIXES = ("columnar_", "record_walk")

@@ -24,16 +24,9 @@ from .checkpoint import (
     PartitionMetadataFile,
     new_topic_id,
 )
-from .cleaner import (
-    DEFAULT_DEDUPE_BUFFER_SIZE,
-    REASONS,
-    CleanerProgress,
-    CleanerStats,
-    LogCleaner,
-    LogToClean,
-    OffsetMap,
-    cleanable_offsets,
-)
+from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, LogCleaner
+from .cleaner_manager import LogToClean, cleanable_offsets
+from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
 from .columnar import RecordColumns, decode_columns
 from .compression import Compression, codec_for_id
 from .config import LogConfig
@@ -112,6 +105,7 @@ from .log import (
     LogAppendInfo,
     LogOffsetMetadata,
 )
+from .offset_map import OffsetMap
 from .producer_state import (
     SNAPSHOT_ENTRY,
     SNAPSHOT_HEADER,

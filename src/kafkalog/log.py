@@ -321,6 +321,11 @@ class Log:
         """The segments, oldest first (a snapshot)."""
         return self._segments.values()
 
+    def log_segments(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """The segment holding ``from_offset`` and those after it that start before
+        ``to_offset`` (Kafka's ``logSegments(from, to)``; a snapshot)."""
+        return self._segments.values(from_offset, to_offset)
+
     @property
     def active_segment(self) -> LogSegment:
         return self._segments.last  # type: ignore[return-value]
