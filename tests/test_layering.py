@@ -50,6 +50,7 @@ CORE_LAYERS = {
     "checkpoint": 5,
     "producer_state": 5,
     "producer_snapshot": 5,
+    "producer_entry": 5,
     "leader_epoch": 5,
     "scheduler": 5,
     "cleaner": 6,

@@ -106,14 +106,12 @@ from .log import (
     LogOffsetMetadata,
 )
 from .offset_map import OffsetMap
+from .producer_entry import ProducerStateEntry
+from .producer_snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot
 from .producer_state import (
-    SNAPSHOT_ENTRY,
-    SNAPSHOT_HEADER,
     AppendOrigin,
-    ProducerStateEntry,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
-    decode_snapshot,
 )
 from .record import (
     LOG_OVERHEAD,

@@ -874,7 +874,7 @@ def _damage(path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", sorted(DAMAGES))
 @pytest.mark.parametrize("which", ["recovery-point", "log-start", "leader-epoch", "snapshots", "all"])
 def test_damaged_checkpoints_do_not_stop_reopening(checkpointed, tmp_path, which, how, shutdown):
-    from kafkalog.producer_state import read_snapshot
+    from kafkalog.producer_snapshot import read_snapshot
 
     dirs, base_ts, facts = checkpointed
     dest = tmp_path / "logdir"
