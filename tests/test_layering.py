@@ -42,6 +42,8 @@ CORE_LAYERS = {
     "durable": 4,
     "log": 5,
     "logdir": 5,
+    "local_log": 5,
+    "log_append": 5,
     "validator": 5,
     "loader": 5,
     "retention": 5,

@@ -97,14 +97,9 @@ from .index import (
     TransactionIndex,
 )
 from .legacy import LegacyRecordBatch, encode_message_set
-from .log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    Log,
-    LogAppendInfo,
-    LogOffsetMetadata,
-)
+from .local_log import LogOffsetMetadata
+from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from .log_append import LogAppendInfo
 from .offset_map import OffsetMap
 from .producer_entry import ProducerStateEntry
 from .producer_snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot

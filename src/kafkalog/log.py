@@ -19,13 +19,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -40,37 +38,31 @@ from .errors import (
     CorruptCheckpointError,
     DuplicateSequenceError,
     InvalidConfigError,
-    InvalidOffsetError,
-    KafkalogError,
     LogCleaningAbortedError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
-    TruncatedRecordError,
-    UnexpectedAppendOffsetError,
 )
 from .file_records import FileRecords
-from .filenames import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    SWAP_SUFFIX,
-    log_file,
-    offset_index_file,
-    parse_partition_dir,
-    time_index_file,
-    txn_index_file,
-)
+from .filenames import parse_partition_dir
 from .index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
 from .loader import load_log, rebuild_producer_state
+from .local_log import LocalLog, LogOffsetMetadata, roll_jitter
+from .log_append import (
+    LogAppendInfo,
+    analyze_records,
+    assign_epochs,
+    check_follower_offsets,
+    rebuild_leader_epochs,
+)
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (CLEAN_SHUTDOWN_FILE: kafkalog.log re-exports it)
 from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
-from .records import MemoryRecords, batch_class, frame_entry
+from .records import MemoryRecords, batch_class
 from .retention import RetentionPlan, plan_retention
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
-from .segments import LogSegments
 from .validator import validate_and_assign_offsets
 
 _log = logging.getLogger(__name__)
@@ -85,50 +77,8 @@ LATEST_TIERED_TIMESTAMP = -5
 _INT32_MAX = 2**31 - 1
 
 
-class LogOffsetMetadata(NamedTuple):
-    """An offset and where it is: its segment's base offset and the byte position in it."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-
-
-class LogAppendInfo(NamedTuple):
-    """What one append wrote (Kafka's ``LogAppendInfo``).
-
-    Attributes:
-        first_offset: offset of the first record (-1 when nothing was appended).
-        last_offset: offset of the last record.
-        max_timestamp: largest timestamp appended (the append time under LogAppendTime).
-        offset_of_max_timestamp: last offset of the batch holding it (-1 without timestamps).
-        log_append_time: the append time stamped, or -1 under CreateTime.
-        log_start_offset: the log start offset after the append.
-        valid_bytes: bytes written.
-        record_count: records written.
-        source_compression: the codec the producer used.
-        duplicate: the batch repeats one already in the log (an idempotent producer's retry):
-            nothing was written and the offsets are those of the original, as Kafka answers.
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    valid_bytes: int
-    record_count: int
-    source_compression: Compression
-    duplicate: bool = False
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _after_swap_step(step: str) -> None:
-    """Called between the steps of :meth:`Log.replace_segments`; crash tests replace it to
-    kill the process there."""
 
 
 # -- the log -------------------------------------------------------------------------------------
@@ -207,11 +157,6 @@ class Log:
             raise
         return self
 
-    def _jitter(self) -> int:
-        # Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms)).
-        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
-        return random.randrange(bound) if bound > 0 else 0
-
     def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None) -> None:
         directory = self.directory
         clean = self._logdir.consume_clean_marker()
@@ -245,36 +190,24 @@ class Log:
             producer_state=self.producer_state,
             leader_epoch_cache=self.leader_epoch_cache,
             clock=self._clock,
-            jitter=self._jitter,
+            jitter=lambda: roll_jitter(self.config),
         )
         self._segments = loaded.segments
+        self._scheduler = Scheduler(f"kafkalog-{directory.name}")
+        self._local = LocalLog(directory, self.config, loaded.segments, clock=self._clock, scheduler=self._scheduler)
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self.load_stats = loaded._replace(segments=None)
         active = self._segments.last
-        self._end = LogOffsetMetadata(loaded.log_end_offset, active.base_offset, active.size)
+        self._end = LogOffsetMetadata(offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size)
         self._high_watermark: int | None = None
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
         self._truncations = 0  # bumped by every truncation; a flush racing one does not count
-        self._scheduler = Scheduler(f"kafkalog-{directory.name}")
         if rebuild_epochs:
-            self._rebuild_leader_epochs()
+            rebuild_leader_epochs(self.leader_epoch_cache, self._segments.values(), self._log_start_offset)
         # Persist what loading decided, so a crash now does not recover the same bytes again.
         self._checkpoint_offsets()
-
-    def _rebuild_leader_epochs(self) -> None:
-        """Recreate the epoch history from batch headers (after a corrupt checkpoint)."""
-        entries = []
-        latest = -1
-        for segment in self._segments.values():
-            for batch in segment.log.batches():
-                epoch = batch.partition_leader_epoch
-                if batch.magic >= MAGIC_V2 and epoch > latest:
-                    entries.append((epoch, batch.base_offset))
-                    latest = epoch
-        self.leader_epoch_cache.assign_all(entries)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
 
     # -- facts -------------------------------------------------------------------------------
 
@@ -405,9 +338,21 @@ class Log:
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
-        batches, valid = self._analyze(view, assign_offsets)
+        batches, valid = analyze_records(
+            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets, file=str(self.directory)
+        )
         if not batches:
-            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, Compression.NONE)
+            return LogAppendInfo(
+                first_offset=-1,
+                last_offset=-1,
+                max_timestamp=NO_TIMESTAMP,
+                offset_of_max_timestamp=-1,
+                log_append_time=-1,
+                log_start_offset=self._log_start_offset,
+                valid_bytes=0,
+                record_count=0,
+                source_compression=Compression.NONE,
+            )
         with self._lock:
             self._check_open()
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
@@ -415,33 +360,6 @@ class Log:
     def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that already have offsets (``append(records, assign_offsets=False)``)."""
         return self.append(records, assign_offsets=False)
-
-    def _analyze(self, view: memoryview, assign_offsets: bool) -> tuple[list[RecordBatch], int]:
-        """Frame and CRC-check every batch, sizes against ``max.message.bytes`` (Kafka's
-        ``analyzeAndValidateRecords``); return the batches and the bytes they cover."""
-        max_size = self.config.max_message_bytes
-        path = str(self.directory)
-        batches: list[RecordBatch] = []
-        pos, end = 0, len(view)
-        while pos < end:
-            framed = frame_entry(view, pos, end - pos, file=path, position=pos)
-            if framed is None:
-                if assign_offsets:
-                    raise TruncatedRecordError(f"the append ends inside a batch ({end - pos} bytes)", file=path, position=pos)
-                break  # a follower's fetch response may end inside a batch
-            size, magic = framed
-            if size > max_size:
-                raise RecordTooLargeError(
-                    f"the record batch size in the append is {size} bytes which exceeds the maximum configured "
-                    f"value of {max_size} (max.message.bytes)",
-                    file=path,
-                    position=pos,
-                )
-            batch = batch_class(magic)(view, pos, position=pos, file=path)
-            batch.ensure_valid()
-            batches.append(batch)
-            pos += size
-        return batches, pos
 
     def _append_locked(
         self,
@@ -481,7 +399,13 @@ class Log:
             append_time = now if config.log_append_time else -1
         else:
             data = view[:valid]
-            first_offset, last_offset = self._check_continues(batches)
+            first_offset, last_offset = check_follower_offsets(
+                batches,
+                log_end_offset=self._end.offset,
+                log_start_offset=self._log_start_offset,
+                partition=f"{self.topic}-{self.partition}",
+                file=str(self.directory),
+            )
             max_ts, max_ts_offset, append_time = NO_TIMESTAMP, -1, -1
             for batch in batches:
                 if batch.max_timestamp > max_ts:
@@ -499,15 +423,15 @@ class Log:
         except DuplicateSequenceError as e:
             # An idempotent producer's retry: Kafka answers with the original's offsets.
             return LogAppendInfo(
-                e.first_offset,
-                e.last_offset,
-                NO_TIMESTAMP,
-                -1,
-                getattr(e, "timestamp", -1),
-                self._log_start_offset,
-                0,
-                0,
-                source,
+                first_offset=e.first_offset,
+                last_offset=e.last_offset,
+                max_timestamp=NO_TIMESTAMP,
+                offset_of_max_timestamp=-1,
+                log_append_time=getattr(e, "timestamp", -1),
+                log_start_offset=self._log_start_offset,
+                valid_bytes=0,
+                record_count=0,
+                source_compression=source,
                 duplicate=True,
             )
         if assign_offsets:
@@ -515,7 +439,7 @@ class Log:
         else:
             count = sum(b.count if b.count is not None else len(b.records()) for b in batches)
         segment = self._maybe_roll(size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now)
-        self._assign_epochs(batches)
+        assign_epochs(self.leader_epoch_cache, batches)
         position = segment.size
         try:
             segment.append(
@@ -525,7 +449,7 @@ class Log:
                 offset_of_max_timestamp=max_ts_offset,
             )
         except OSError:
-            self._undo_append(segment, position)
+            self._local.undo_append(segment, position, self._end.offset)
             raise
         for info in analysis.append_infos:
             self.producer_state.update(info)
@@ -536,70 +460,19 @@ class Log:
             self.producer_state.complete_txn(completed)
         self.producer_state.update_map_end_offset(last_offset + 1)
         # Publish the new end last: readers read up to it.
-        self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+        self._end = LogOffsetMetadata(offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size)
         self._maybe_flush(now)
         return LogAppendInfo(
-            first_offset,
-            last_offset,
-            max_ts,
-            max_ts_offset,
-            append_time,
-            self._log_start_offset,
-            size,
-            count,
-            source,
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=max_ts_offset,
+            log_append_time=append_time,
+            log_start_offset=self._log_start_offset,
+            valid_bytes=size,
+            record_count=count,
+            source_compression=source,
         )
-
-    def _undo_append(self, segment: LogSegment, position: int) -> None:
-        """Cut a failed write back off (disk full): the log stays as it was."""
-        try:
-            if segment.log.size_in_bytes > position:
-                segment.log.truncate_to(position)
-            fd = segment.log.fileno()
-            if not self.config.preallocate and os.fstat(fd).st_size > position:
-                os.ftruncate(fd, position)  # the part of a short write that did land
-            segment.offset_index.truncate_to(self._end.offset)
-            segment.time_index.truncate_to(self._end.offset)
-        except OSError:
-            _log.exception("could not undo a failed append to %s", segment.log.path)
-
-    def _check_continues(self, batches: list[RecordBatch]) -> tuple[int, int]:
-        """Kafka's follower checks: increasing offsets that start at or after the log end."""
-        end = self._end.offset
-        first = batches[0]
-        first_or_last = first.base_offset if first.magic >= MAGIC_V2 else first.last_offset
-        previous = -1
-        for batch in batches:
-            if batch.last_offset <= previous:
-                raise InvalidOffsetError(
-                    f"out of order offsets found in append to {self.topic}-{self.partition}: "
-                    f"{[b.last_offset for b in batches[:10]]}",
-                    file=batch.file,
-                    position=batch.position,
-                )
-            previous = batch.last_offset
-        if first_or_last < end:
-            raise UnexpectedAppendOffsetError(
-                f"unexpected offset in append to {self.topic}-{self.partition}: first offset or last offset of the "
-                f"first batch {first_or_last} is less than the next offset {end}; last offset in append "
-                f"{previous}; log start offset {self._log_start_offset}",
-                file=str(self.directory),
-            )
-        return (first.base_offset if first.magic >= MAGIC_V2 else first_or_last), previous
-
-    def _assign_epochs(self, batches: list[RecordBatch]) -> None:
-        """Record the epochs stamped on v2 batches; legacy batches clear the history (Kafka)."""
-        cache = self.leader_epoch_cache
-        for batch in batches:
-            if batch.magic >= MAGIC_V2:
-                epoch = batch.partition_leader_epoch
-                if epoch >= 0:
-                    latest = cache.latest_entry
-                    if latest is None or epoch != latest.epoch or batch.base_offset < latest.start_offset:
-                        cache.assign(epoch, batch.base_offset)
-            elif cache.non_empty:
-                _log.warning("clearing the leader epoch cache: appending a v%d message", batch.magic)
-                cache.clear_and_flush()
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int, now: int) -> LogSegment:
         """Kafka's ``maybeRoll``."""
@@ -629,46 +502,16 @@ class Log:
             return self._roll(None)
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
-        """Kafka's ``UnifiedLog.roll`` and ``LocalLog.roll``."""
+        """Kafka's ``UnifiedLog.roll``: a new active segment, then a producer snapshot at its base
+        offset (so recovery can start there) and, in the background, a flush up to it."""
         end = self._end.offset
-        new_offset = max(expected_next_offset or 0, end)
-        active = self._segments.last
-        assert active is not None
-        if new_offset in self._segments:
-            if active.base_offset == new_offset and active.size == 0:
-                # KAFKA-6388: an empty active segment whose index is "full"; replace it.
-                _log.warning("rolling over the empty active segment at %d", new_offset)
-                new_segment = self._create_and_delete_segment(new_offset, active)
-            else:
-                raise KafkalogError(
-                    f"trying to roll a new log segment at {new_offset} while one already exists", file=str(self.directory)
-                )
-        elif new_offset < active.base_offset:
-            raise KafkalogError(
-                f"trying to roll a new log segment at {new_offset}, below the active segment's {active.base_offset}",
-                file=str(self.directory),
-            )
-        else:
-            self._delete_leftover_files(new_offset)
-            active.on_become_inactive()
-            new_segment = LogSegment.open(
-                self.directory, new_offset, self.config, roll_jitter_ms=self._jitter(), clock=self._clock
-            )
-            self._segments.add(new_segment)
-        self._end = LogOffsetMetadata(end, new_segment.base_offset, new_segment.size)
-        # A snapshot at the new segment's base offset, so recovery can start there (Kafka).
+        new_segment = self._local.roll(max(expected_next_offset or 0, end))
+        self._end = LogOffsetMetadata(offset=end, segment_base_offset=new_segment.base_offset, position=new_segment.size)
         self.producer_state.update_map_end_offset(new_segment.base_offset)
         snapshot = self.producer_state.take_snapshot(sync=False)
         base = new_segment.base_offset
         self._scheduler.schedule(0, lambda: self._flush_after_roll(snapshot, base))
         return new_segment
-
-    def _delete_leftover_files(self, base_offset: int) -> None:
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            path = self.directory / f"{base_offset:020d}{suffix}"
-            if path.exists():
-                _log.warning("newly rolled segment file %s already exists; deleting it first", path)
-                path.unlink()
 
     def _flush_after_roll(self, snapshot: Path | None, base_offset: int) -> None:
         if self._closed:
@@ -748,47 +591,13 @@ class Log:
         """
         self._check_open()
         end = self._end
-        segments = self._segments
         if offset < self._log_start_offset or offset > end.offset:
             raise OffsetOutOfRangeError(
                 f"received request for offset {offset} of {self.topic}-{self.partition}, but the log holds "
                 f"[{self._log_start_offset}, {end.offset})",
                 file=str(self.directory),
             )
-        limit = end if max_offset is None or max_offset >= end.offset else self._offset_metadata(max_offset, segments)
-        if offset >= limit.offset:
-            return self._empty_read(segments)
-        segment = segments.floor(offset)
-        while segment is not None:
-            if segment.base_offset < limit.segment_base_offset:
-                max_position = segment.size
-            elif segment.base_offset == limit.segment_base_offset:
-                max_position = limit.position
-            else:
-                break
-            records = segment.read(offset, max_bytes, max_position, min_one_message)
-            if records is not None:
-                return records
-            segment = segments.higher(segment.base_offset)
-        return self._empty_read(segments)
-
-    def _empty_read(self, segments: LogSegments) -> FileRecords:
-        active = segments.last
-        assert active is not None
-        return active.log.slice(0, 0)
-
-    def _offset_metadata(self, offset: int, segments: LogSegments) -> LogOffsetMetadata:
-        """Where ``offset`` is: the position of the batch holding it."""
-        segment = segments.floor(offset)
-        if segment is None:
-            return LogOffsetMetadata(offset, offset, 0)
-        found = segment.translate_offset(offset)
-        if found is None:
-            higher = segments.higher(segment.base_offset)
-            if higher is not None:
-                return LogOffsetMetadata(offset, higher.base_offset, 0)
-            return LogOffsetMetadata(offset, segment.base_offset, segment.size)
-        return LogOffsetMetadata(offset, segment.base_offset, found.position)
+        return self._local.read(offset, max_bytes, end=end, max_offset=max_offset, min_one_message=min_one_message)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets answer for ``timestamp``: the first record at or after it, or one
@@ -812,29 +621,13 @@ class Log:
             return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # no tiered storage
         segments = self._segments.values()
         if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset(segments)
+            return self._local.max_timestamp_offset()
         if timestamp < 0:
             raise ValueError(f"invalid ListOffsets timestamp {timestamp}")
         for segment in segments:
             # Kafka: the first segment whose largest timestamp (or mtime without one) reaches it.
             if segment.largest_timestamp >= timestamp:
                 return segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-        return None
-
-    def _max_timestamp_offset(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
-        """Kafka 3.8's MAX_TIMESTAMP: the first record holding the largest timestamp."""
-        best = max(segments, key=lambda s: s.max_timestamp_so_far)
-        ts = best.max_timestamp_so_far
-        if ts < 0:
-            return None
-        position = best.offset_index.lookup(best.offset_of_max_timestamp_so_far).position
-        for batch in best.log.slice(position).batches():
-            if batch.max_timestamp == ts and batch.magic > 0:
-                for record in batch.records():
-                    if record.timestamp == ts:
-                        epoch = batch.partition_leader_epoch
-                        return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
-                return None
         return None
 
     # -- truncation --------------------------------------------------------------------------
@@ -862,7 +655,7 @@ class Log:
                 return True
             self._truncations += 1
             doomed = [s for s in self._segments.values() if s.base_offset > offset]
-            self._remove_and_delete_segments(doomed)
+            self._local.remove_and_delete_segments(doomed)
             active = self._segments.last
             assert active is not None
             active.truncate_to(offset)
@@ -871,7 +664,7 @@ class Log:
             for segment in doomed:
                 path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
                 if path is not None:
-                    self._schedule_unlink([path])
+                    self._local.schedule_unlink([path])
             self.leader_epoch_cache.truncate_from_end(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
@@ -891,7 +684,7 @@ class Log:
     def _set_end(self, offset: int) -> None:
         active = self._segments.last
         assert active is not None
-        self._end = LogOffsetMetadata(offset, active.base_offset, active.size)
+        self._end = LogOffsetMetadata(offset=offset, segment_base_offset=active.base_offset, position=active.size)
         if self._recovery_point > offset:
             self._recovery_point = offset
 
@@ -906,9 +699,9 @@ class Log:
     def _truncate_fully(self, offset: int, log_start: int) -> None:
         self._truncations += 1
         segments = self._segments.values()
-        self._remove_and_delete_segments(segments[:-1])
-        self._create_and_delete_segment(offset, segments[-1])
-        self._end = LogOffsetMetadata(offset, offset, 0)
+        self._local.remove_and_delete_segments(segments[:-1])
+        self._local.create_and_delete_segment(offset, segments[-1])
+        self._end = LogOffsetMetadata(offset=offset, segment_base_offset=offset, position=0)
         self._recovery_point = offset
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -917,51 +710,6 @@ class Log:
         self._high_watermark = None if self._high_watermark is None else offset
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
-
-    def _create_and_delete_segment(self, offset: int, old: LogSegment) -> LogSegment:
-        """Kafka's ``createAndDeleteSegment``: the new segment exists before the old one goes."""
-        if offset == old.base_offset:
-            old.change_file_suffixes("", DELETED_SUFFIX)
-        new = LogSegment.open(self.directory, offset, self.config, roll_jitter_ms=self._jitter(), clock=self._clock)
-        self._segments.add(new)
-        if offset != old.base_offset:
-            self._segments.remove(old.base_offset)
-        self._delete_segment_files([old])
-        return new
-
-    def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
-        for segment in doomed:
-            self._segments.remove(segment.base_offset)
-        self._delete_segment_files(doomed)
-
-    def _delete_segment_files(self, doomed: list[LogSegment]) -> None:
-        """Rename to ``.deleted`` now, delete after ``file.delete.delay.ms`` (Kafka's
-        ``deleteSegmentFiles``)."""
-        for segment in doomed:
-            if not segment.log.path.endswith(DELETED_SUFFIX):
-                segment.change_file_suffixes("", DELETED_SUFFIX)
-        if doomed:
-            fsync_dir(self.directory)
-
-        def delete() -> None:
-            for segment in doomed:
-                segment.delete_if_exists()
-
-        self._schedule_delete(delete)
-
-    def _schedule_unlink(self, paths: list[Path]) -> None:
-        def delete() -> None:
-            for path in paths:
-                path.unlink(missing_ok=True)
-
-        self._schedule_delete(delete)
-
-    def _schedule_delete(self, task: Callable[[], None]) -> None:
-        delay = self.config.file_delete_delay_ms
-        if delay == 0:
-            task()
-        else:
-            self._scheduler.schedule(delay / 1000.0, task)
 
     # -- log start offset and retention ------------------------------------------------------
 
@@ -1028,14 +776,14 @@ class Log:
             doomed = [s for s in doomed if s is not None]
             for d in plan.deletions:
                 _log.info("deleting segment %d of %s-%s: %s (%s)", d.base_offset, self.topic, self.partition, d.reason, d.detail)
-            self._remove_and_delete_segments(doomed)  # type: ignore[arg-type]
+            self._local.remove_and_delete_segments(doomed)  # type: ignore[arg-type]
             snapshots = []
             for segment in doomed:
                 path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
                 if path is not None:
                     snapshots.append(path)
             if snapshots:
-                self._schedule_unlink(snapshots)
+                self._local.schedule_unlink(snapshots)
             self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
             return plan
 
@@ -1064,19 +812,7 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
         segments' transaction indexes (Kafka's ``collectAbortedTransactions``)."""
-        segments = self._segments
-        first = segments.floor(start_offset) or segments.first
-        found: list[AbortedTxn] = []
-        if first is None:
-            return found
-        # Every later segment too, until one index says it is complete: a transaction is
-        # indexed in the segment of its marker, which may lie past ``upper_bound_offset``.
-        for segment in segments.values(first.base_offset):
-            txns, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
-            found.extend(txns)
-            if complete:
-                break
-        return found
+        return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def last_records_of_active_producers(self) -> dict[int, LastRecord]:
         """Per active producer, its last data offset and epoch: batches the cleaner must keep
@@ -1088,14 +824,7 @@ class Log:
         """A new, empty segment whose files end in ``.cleaned`` (Kafka's
         ``createNewCleanedSegment``); stale ``.cleaned`` files of that offset go first."""
         self._check_open()
-        for path in (
-            log_file(self.directory, base_offset, CLEANED_SUFFIX),
-            offset_index_file(self.directory, base_offset, CLEANED_SUFFIX),
-            time_index_file(self.directory, base_offset, CLEANED_SUFFIX),
-            txn_index_file(self.directory, base_offset, CLEANED_SUFFIX),
-        ):
-            path.unlink(missing_ok=True)
-        return LogSegment.open(self.directory, base_offset, self.config, suffix=CLEANED_SUFFIX, clock=self._clock)
+        return self._local.create_cleaned_segment(base_offset)
 
     def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment], *, truncations: int) -> None:
         """Swap a flushed ``.cleaned`` segment in for ``old_segments`` (Kafka's
@@ -1117,35 +846,14 @@ class Log:
                 )
             if self._segments.last in old_segments:
                 raise ValueError("the active segment cannot be replaced")
-            new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-            fsync_dir(self.directory)
-            _after_swap_step("swap")
-            self._segments.add(new_segment)
-            removed = []
-            for segment in old_segments:
-                if segment.base_offset != new_segment.base_offset:
-                    self._segments.remove(segment.base_offset)
-                    removed.append(segment)
-                segment.change_file_suffixes("", DELETED_SUFFIX)
-                _after_swap_step("deleted")
-            fsync_dir(self.directory)
-            _after_swap_step("all-deleted")
-            new_segment.change_file_suffixes(SWAP_SUFFIX, "")
-            fsync_dir(self.directory)
-            _after_swap_step("done")
-
-            def delete() -> None:
-                for segment in old_segments:
-                    segment.delete_if_exists()
-
-            self._schedule_delete(delete)
+            removed = self._local.replace_segments(new_segment, old_segments)
             snapshots = []
             for segment in removed:
                 path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
                 if path is not None:
                     snapshots.append(path)
             if snapshots:
-                self._schedule_unlink(snapshots)
+                self._local.schedule_unlink(snapshots)
 
     # -- closing -----------------------------------------------------------------------------
 
