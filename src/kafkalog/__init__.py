@@ -97,8 +97,8 @@ from .index import (
     TransactionIndex,
 )
 from .legacy import LegacyRecordBatch, encode_message_set
-from .local_log import LogOffsetMetadata
-from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogOffsetMetadata
+from .log import Log
 from .log_append import LogAppendInfo
 from .offset_map import OffsetMap
 from .producer_entry import ProducerStateEntry

@@ -32,11 +32,20 @@ from .filenames import (
     txn_index_file,
 )
 from .index import AbortedTxn
+from .leader_epoch import LeaderEpochFileCache
+from .record import NO_TIMESTAMP
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .segments import LogSegments
 
 _log = logging.getLogger("kafkalog.log")
+
+#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -133,6 +142,30 @@ class LocalLog:
                 return LogOffsetMetadata(offset=offset, segment_base_offset=higher.base_offset, position=0)
             return LogOffsetMetadata(offset=offset, segment_base_offset=segment.base_offset, position=segment.size)
         return LogOffsetMetadata(offset=offset, segment_base_offset=segment.base_offset, position=found.position)
+
+    def fetch_offset_by_timestamp(
+        self, timestamp: int, *, log_start_offset: int, log_end_offset: int, cache: LeaderEpochFileCache
+    ) -> TimestampAndOffset | None:
+        """Kafka's ``fetchOffsetByTimestamp`` over the local segments (see
+        :meth:`kafkalog.log.Log.offset_for_timestamp`)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            earliest = cache.earliest_entry
+            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= log_start_offset else None
+            return TimestampAndOffset(NO_TIMESTAMP, log_start_offset, epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, log_end_offset, cache.latest_epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # no tiered storage
+        segments = self.segments.values()
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        if timestamp < 0:
+            raise ValueError(f"invalid ListOffsets timestamp {timestamp}")
+        for segment in segments:
+            # Kafka: the first segment whose largest timestamp (or mtime without one) reaches it.
+            if segment.largest_timestamp >= timestamp:
+                return segment.find_offset_by_timestamp(timestamp, log_start_offset)
+        return None
 
     def max_timestamp_offset(self) -> TimestampAndOffset | None:
         """Kafka 3.8's MAX_TIMESTAMP: the first record holding the largest timestamp."""

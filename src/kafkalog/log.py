@@ -25,19 +25,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .checkpoint import (
-    LEADER_EPOCH_CHECKPOINT,
-    PARTITION_METADATA,
-    LeaderEpochCheckpointFile,
-    PartitionMetadataFile,
-)
 from .compression import Compression
 from .config import LogConfig
 from .durable import fsync_dir
 from .errors import (
-    CorruptCheckpointError,
     DuplicateSequenceError,
-    InvalidConfigError,
     LogCleaningAbortedError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -46,33 +38,41 @@ from .errors import (
 from .file_records import FileRecords
 from .filenames import parse_partition_dir
 from .index import AbortedTxn
-from .leader_epoch import LeaderEpochFileCache
-from .loader import load_log, rebuild_producer_state
-from .local_log import LocalLog, LogOffsetMetadata, roll_jitter
+from .loader import (
+    check_partition_metadata,
+    load_log,
+    open_leader_epoch_cache,
+    rebuild_leader_epochs,
+    rebuild_producer_state,
+)
+from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exports them)
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    LocalLog,
+    LogOffsetMetadata,
+    roll_jitter,
+)
 from .log_append import (
     LogAppendInfo,
     analyze_records,
     assign_epochs,
-    check_follower_offsets,
-    rebuild_leader_epochs,
+    prepare_follower_append,
+    prepare_leader_append,
+    source_compression,
 )
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (CLEAN_SHUTDOWN_FILE: kafkalog.log re-exports it)
+from .producer_snapshot import sync_snapshot
 from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
-from .records import MemoryRecords, batch_class
+from .records import MemoryRecords
 from .retention import RetentionPlan, plan_retention
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
-from .validator import validate_and_assign_offsets
 
 _log = logging.getLogger(__name__)
-
-#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
 
 _INT32_MAX = 2**31 - 1
 
@@ -162,23 +162,8 @@ class Log:
         clean = self._logdir.consume_clean_marker()
         recovery_point, log_start = self._logdir.read_offsets(self._tp)
         if topic_id is not None:
-            metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
-            if not metadata.exists():
-                metadata.write(topic_id)
-            elif metadata.read() != topic_id:
-                raise InvalidConfigError(
-                    f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)
-                )
-        epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
-        remove_stray_tmp(epoch_file.path)
-        rebuild_epochs = False
-        try:
-            self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
-        except CorruptCheckpointError as e:
-            _log.warning("rebuilding corrupt leader epoch checkpoint %s: %s", epoch_file.path, e)
-            epoch_file.path.unlink(missing_ok=True)
-            self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
-            rebuild_epochs = True
+            check_partition_metadata(directory, topic_id)
+        self.leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory)
         kwargs = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
         self.producer_state = ProducerStateManager(directory, **kwargs)
         loaded = load_log(
@@ -372,44 +357,29 @@ class Log:
     ) -> LogAppendInfo:
         now = self._clock()
         config = self.config
-        source = Compression.NONE
-        for batch in batches:
-            if batch.compression is not Compression.NONE:
-                source = batch.compression
+        source = source_compression(batches)
         if assign_offsets:
-            first_offset = self._end.offset
-            buf = bytearray(view[:valid])
-            # Re-frame over the private copy: offsets are rewritten in place there.
-            batches = [batch_class(b.magic)(buf, b.position, position=b.position, file=b.file) for b in batches]
-            result = validate_and_assign_offsets(
-                buf,
+            prepared = prepare_leader_append(
+                view[:valid],
                 batches,
-                first_offset=first_offset,
+                first_offset=self._end.offset,
                 config=config,
                 now_ms=now,
                 leader_epoch=leader_epoch,
                 from_client=origin is AppendOrigin.CLIENT,
             )
-            data = result.records
-            # Frame again: headers were rewritten (or the batch rebuilt) after the first framing.
-            batches = list(MemoryRecords(data).batches())
-            last_offset = result.next_offset - 1
-            max_ts, max_ts_offset = result.max_timestamp, result.offset_of_max_timestamp
-            # Kafka reports the append time under LogAppendTime whatever the magic (v0 stores none).
-            append_time = now if config.log_append_time else -1
         else:
-            data = view[:valid]
-            first_offset, last_offset = check_follower_offsets(
+            prepared = prepare_follower_append(
+                view[:valid],
                 batches,
                 log_end_offset=self._end.offset,
                 log_start_offset=self._log_start_offset,
                 partition=f"{self.topic}-{self.partition}",
                 file=str(self.directory),
             )
-            max_ts, max_ts_offset, append_time = NO_TIMESTAMP, -1, -1
-            for batch in batches:
-                if batch.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+        data, batches = prepared.data, prepared.batches
+        first_offset, last_offset = prepared.first_offset, prepared.last_offset
+        max_ts, max_ts_offset = prepared.max_timestamp, prepared.offset_of_max_timestamp
         size = len(data)
         if size > config.segment_bytes:
             raise RecordTooLargeError(
@@ -467,7 +437,7 @@ class Log:
             last_offset=last_offset,
             max_timestamp=max_ts,
             offset_of_max_timestamp=max_ts_offset,
-            log_append_time=append_time,
+            log_append_time=prepared.log_append_time,
             log_start_offset=self._log_start_offset,
             valid_bytes=size,
             record_count=count,
@@ -517,12 +487,7 @@ class Log:
         if self._closed:
             return
         if snapshot is not None:
-            with contextlib.suppress(FileNotFoundError):
-                fd = os.open(snapshot, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            sync_snapshot(snapshot)
         self.flush(base_offset)
 
     # -- flushing ----------------------------------------------------------------------------
@@ -609,26 +574,9 @@ class Log:
             ValueError: a negative timestamp that is none of the special values.
         """
         self._check_open()
-        cache = self.leader_epoch_cache
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            start = self._log_start_offset
-            earliest = cache.earliest_entry
-            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= start else None
-            return TimestampAndOffset(NO_TIMESTAMP, start, epoch)
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, self._end.offset, cache.latest_epoch)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # no tiered storage
-        segments = self._segments.values()
-        if timestamp == MAX_TIMESTAMP:
-            return self._local.max_timestamp_offset()
-        if timestamp < 0:
-            raise ValueError(f"invalid ListOffsets timestamp {timestamp}")
-        for segment in segments:
-            # Kafka: the first segment whose largest timestamp (or mtime without one) reaches it.
-            if segment.largest_timestamp >= timestamp:
-                return segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-        return None
+        return self._local.fetch_offset_by_timestamp(
+            timestamp, log_start_offset=self._log_start_offset, log_end_offset=self._end.offset, cache=self.leader_epoch_cache
+        )
 
     # -- truncation --------------------------------------------------------------------------
 
@@ -661,10 +609,7 @@ class Log:
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
             self._set_end(offset)
-            for segment in doomed:
-                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
-                if path is not None:
-                    self._local.schedule_unlink([path])
+            self._delete_producer_snapshots(doomed)
             self.leader_epoch_cache.truncate_from_end(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
@@ -710,6 +655,14 @@ class Log:
         self._high_watermark = None if self._high_watermark is None else offset
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
+
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        """The producer snapshots at the base offsets of deleted ``segments`` go with them
+        (renamed ``.deleted`` now, removed after ``file.delete.delay.ms``)."""
+        paths = [self.producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset) for s in segments]
+        paths = [path for path in paths if path is not None]
+        if paths:
+            self._local.schedule_unlink(paths)
 
     # -- log start offset and retention ------------------------------------------------------
 
@@ -777,13 +730,7 @@ class Log:
             for d in plan.deletions:
                 _log.info("deleting segment %d of %s-%s: %s (%s)", d.base_offset, self.topic, self.partition, d.reason, d.detail)
             self._local.remove_and_delete_segments(doomed)  # type: ignore[arg-type]
-            snapshots = []
-            for segment in doomed:
-                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
-                if path is not None:
-                    snapshots.append(path)
-            if snapshots:
-                self._local.schedule_unlink(snapshots)
+            self._delete_producer_snapshots(doomed)  # type: ignore[arg-type]
             self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
             return plan
 
@@ -799,11 +746,7 @@ class Log:
     def cleaner_checkpoint(self) -> int | None:
         """The first dirty offset checkpointed in the log directory's
         ``cleaner-offset-checkpoint`` (None when absent or unreadable)."""
-        try:
-            return self._logdir.cleaner_offsets.read().get(self._tp)
-        except CorruptCheckpointError as e:
-            _log.warning("ignoring corrupt checkpoint %s: %s", self._logdir.cleaner_offsets.path, e)
-            return None
+        return self._logdir.read_offset(self._logdir.cleaner_offsets, self._tp)
 
     def checkpoint_cleaner_offset(self, offset: int | None) -> None:
         """Record the first dirty offset in ``cleaner-offset-checkpoint`` (None removes it)."""
@@ -846,14 +789,7 @@ class Log:
                 )
             if self._segments.last in old_segments:
                 raise ValueError("the active segment cannot be replaced")
-            removed = self._local.replace_segments(new_segment, old_segments)
-            snapshots = []
-            for segment in removed:
-                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
-                if path is not None:
-                    snapshots.append(path)
-            if snapshots:
-                self._local.schedule_unlink(snapshots)
+            self._delete_producer_snapshots(self._local.replace_segments(new_segment, old_segments))
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -893,8 +829,6 @@ class Log:
                 self._closed = True
                 self._segments.close()
                 self._logdir.release(self._tp, self.directory.name, clean=False)
-            self._logdir.write_offset(self._logdir.recovery_points, self._tp, None)
-            self._logdir.write_offset(self._logdir.log_starts, self._tp, None)
-            self._logdir.write_offset(self._logdir.cleaner_offsets, self._tp, None)
+            self._logdir.forget(self._tp)
             shutil.rmtree(self.directory, ignore_errors=True)
             fsync_dir(self.directory.parent)

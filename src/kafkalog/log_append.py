@@ -12,6 +12,7 @@ import logging
 from typing import NamedTuple
 
 from .compression import Compression
+from .config import LogConfig
 from .errors import (
     InvalidOffsetError,
     RecordTooLargeError,
@@ -19,9 +20,9 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .leader_epoch import LeaderEpochFileCache
-from .record import MAGIC_V2, RecordBatch
-from .records import batch_class, frame_entry
-from .segment import LogSegment
+from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from .records import MemoryRecords, batch_class, frame_entry
+from .validator import validate_and_assign_offsets
 
 _log = logging.getLogger("kafkalog.log")
 
@@ -53,6 +54,94 @@ class LogAppendInfo(NamedTuple):
     record_count: int
     source_compression: Compression
     duplicate: bool = False
+
+
+class PreparedAppend(NamedTuple):
+    """One append as it will be written: its bytes (offsets assigned), its batches framed over
+    them, and what they hold."""
+
+    data: bytes | bytearray | memoryview
+    batches: list[RecordBatch]
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+
+
+def source_compression(batches: list[RecordBatch]) -> Compression:
+    """The codec the producer used (the last compressed batch's; NONE when none is)."""
+    source = Compression.NONE
+    for batch in batches:
+        if batch.compression is not Compression.NONE:
+            source = batch.compression
+    return source
+
+
+def prepare_leader_append(
+    data: memoryview,
+    batches: list[RecordBatch],
+    *,
+    first_offset: int,
+    config: LogConfig,
+    now_ms: int,
+    leader_epoch: int | None,
+    from_client: bool,
+) -> PreparedAppend:
+    """A leader's append: offsets from ``first_offset`` assigned (and the producer's rules
+    checked) by :func:`kafkalog.validator.validate_and_assign_offsets` on a private copy."""
+    buf = bytearray(data)
+    # Re-frame over the private copy: offsets are rewritten in place there.
+    batches = [batch_class(b.magic)(buf, b.position, position=b.position, file=b.file) for b in batches]
+    result = validate_and_assign_offsets(
+        buf,
+        batches,
+        first_offset=first_offset,
+        config=config,
+        now_ms=now_ms,
+        leader_epoch=leader_epoch,
+        from_client=from_client,
+    )
+    return PreparedAppend(
+        data=result.records,
+        # Frame again: headers were rewritten (or the batch rebuilt) after the first framing.
+        batches=list(MemoryRecords(result.records).batches()),
+        first_offset=first_offset,
+        last_offset=result.next_offset - 1,
+        max_timestamp=result.max_timestamp,
+        offset_of_max_timestamp=result.offset_of_max_timestamp,
+        # Kafka reports the append time under LogAppendTime whatever the magic (v0 stores none).
+        log_append_time=now_ms if config.log_append_time else -1,
+    )
+
+
+def prepare_follower_append(
+    data: memoryview,
+    batches: list[RecordBatch],
+    *,
+    log_end_offset: int,
+    log_start_offset: int,
+    partition: str,
+    file: str,
+) -> PreparedAppend:
+    """A follower's (or a copy's) append: the batches keep their offsets, which must continue
+    the log (:func:`check_follower_offsets`)."""
+    first_offset, last_offset = check_follower_offsets(
+        batches, log_end_offset=log_end_offset, log_start_offset=log_start_offset, partition=partition, file=file
+    )
+    max_ts, max_ts_offset = NO_TIMESTAMP, -1
+    for batch in batches:
+        if batch.max_timestamp > max_ts:
+            max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+    return PreparedAppend(
+        data=data,
+        batches=batches,
+        first_offset=first_offset,
+        last_offset=last_offset,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=max_ts_offset,
+        log_append_time=-1,
+    )
 
 
 def analyze_records(
@@ -125,17 +214,3 @@ def assign_epochs(cache: LeaderEpochFileCache, batches: list[RecordBatch]) -> No
         elif cache.non_empty:
             _log.warning("clearing the leader epoch cache: appending a v%d message", batch.magic)
             cache.clear_and_flush()
-
-
-def rebuild_leader_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], log_start_offset: int) -> None:
-    """Recreate the epoch history from batch headers (after a corrupt checkpoint)."""
-    entries = []
-    latest = -1
-    for segment in segments:
-        for batch in segment.log.batches():
-            epoch = batch.partition_leader_epoch
-            if batch.magic >= MAGIC_V2 and epoch > latest:
-                entries.append((epoch, batch.base_offset))
-                latest = epoch
-    cache.assign_all(entries)
-    cache.truncate_from_start(log_start_offset)

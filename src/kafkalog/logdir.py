@@ -96,14 +96,20 @@ class LogDir:
     def read_offsets(self, tp: tuple[str, int]) -> tuple[int | None, int | None]:
         """(recovery point, log start offset) checkpointed for ``tp``; a corrupt file reads as
         empty (Kafka resets to 0 and recovers)."""
-        result = []
-        for file in (self.recovery_points, self.log_starts):
-            try:
-                result.append(file.read().get(tp))
-            except CorruptCheckpointError as e:
-                _log.warning("ignoring corrupt checkpoint %s: %s", file.path, e)
-                result.append(None)
-        return result[0], result[1]
+        return self.read_offset(self.recovery_points, tp), self.read_offset(self.log_starts, tp)
+
+    def read_offset(self, file: OffsetCheckpointFile, tp: tuple[str, int]) -> int | None:
+        """``tp``'s entry in ``file`` (None when absent, or when the file is corrupt)."""
+        try:
+            return file.read().get(tp)
+        except CorruptCheckpointError as e:
+            _log.warning("ignoring corrupt checkpoint %s: %s", file.path, e)
+            return None
+
+    def forget(self, tp: tuple[str, int]) -> None:
+        """Remove ``tp`` from every checkpoint (its log was deleted)."""
+        for file in (self.recovery_points, self.log_starts, self.cleaner_offsets):
+            self.write_offset(file, tp, None)
 
     def write_offset(self, file: OffsetCheckpointFile, tp: tuple[str, int], offset: int | None) -> None:
         """Set (or with None remove) one partition's entry, keeping the others."""

@@ -155,6 +155,18 @@ def write_snapshot(path: str | os.PathLike, entries: Iterable[ProducerStateEntry
         raise
 
 
+def sync_snapshot(path: str | os.PathLike) -> None:
+    """fsync a snapshot :func:`write_snapshot` wrote unsynced (gone meanwhile: nothing to do)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 # -- java.util.HashMap's iteration order ----------------------------------------------------------
 
 _HASHMAP_INITIAL_CAPACITY = 16
