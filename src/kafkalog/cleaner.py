@@ -284,7 +284,7 @@ class Cleaner:
         )  # fmt: skip
         if stats.removed_by_key is not None:
             record_filter.by_key = Counter()
-        seg = SegmentCleanStats(source.base_offset, source.size)
+        seg = SegmentCleanStats(base_offset=source.base_offset, size=source.size)
         out = bytearray()
         for chunk in self._chunks(log, source, 0):
             self.check_done(log)

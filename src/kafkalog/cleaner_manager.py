@@ -66,7 +66,9 @@ def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> t
 def max_compaction_delay(log: Log, first_dirty_offset: int, now_ms: int) -> int:
     """How far past ``max.compaction.lag.ms`` the oldest dirty segment is (0 when not):
     positive means the log must be cleaned now, whatever its dirty ratio."""
-    stamps = [t for t in (_first_batch_timestamp(s) for s in non_active_segments_from(log, first_dirty_offset)) if t > 0]
+    stamps = [
+        t for t in (_first_batch_timestamp(s) for s in non_active_segments_from(log, first_dirty_offset)) if t > 0
+    ]
     earliest = min(stamps, default=_INT64_MAX)
     clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
     return clean_until - earliest if earliest < clean_until else 0

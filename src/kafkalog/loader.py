@@ -390,7 +390,15 @@ def load_log(
     rebuild_producer_state(
         producer_state, segments, log_start, log_end, now_ms, reload_from_clean_shutdown=had_clean_shutdown
     )
-    return LoadedLog(segments, log_start, recovery_point, log_end, recovered, truncated_total, deleted)
+    return LoadedLog(
+        segments=segments,
+        log_start_offset=log_start,
+        recovery_point=recovery_point,
+        log_end_offset=log_end,
+        recovered_segments=recovered,
+        truncated_bytes=truncated_total,
+        deleted_segments=deleted,
+    )
 
 
 def rebuild_leader_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], log_start_offset: int) -> None:

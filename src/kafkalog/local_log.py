@@ -64,7 +64,9 @@ def _after_swap_step(step: str) -> None:
 def segment_files(directory: Path, base_offset: int, suffix: str = "") -> tuple[Path, ...]:
     """The four files of the segment at ``base_offset`` (log, offset, time and transaction
     index), with ``suffix`` appended."""
-    return tuple(f(directory, base_offset, suffix) for f in (log_file, offset_index_file, time_index_file, txn_index_file))
+    return tuple(
+        f(directory, base_offset, suffix) for f in (log_file, offset_index_file, time_index_file, txn_index_file)
+    )
 
 
 def roll_jitter(config: LogConfig) -> int:
@@ -151,11 +153,11 @@ class LocalLog:
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             earliest = cache.earliest_entry
             epoch = earliest.epoch if earliest is not None and earliest.start_offset <= log_start_offset else None
-            return TimestampAndOffset(NO_TIMESTAMP, log_start_offset, epoch)
+            return TimestampAndOffset(timestamp=NO_TIMESTAMP, offset=log_start_offset, leader_epoch=epoch)
         if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, log_end_offset, cache.latest_epoch)
+            return TimestampAndOffset(timestamp=NO_TIMESTAMP, offset=log_end_offset, leader_epoch=cache.latest_epoch)
         if timestamp == LATEST_TIERED_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # no tiered storage
+            return TimestampAndOffset(timestamp=NO_TIMESTAMP, offset=-1, leader_epoch=-1)  # no tiered storage
         segments = self.segments.values()
         if timestamp == MAX_TIMESTAMP:
             return self.max_timestamp_offset()
@@ -179,7 +181,9 @@ class LocalLog:
                 for record in batch.records():
                     if record.timestamp == ts:
                         epoch = batch.partition_leader_epoch
-                        return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
+                        return TimestampAndOffset(
+                            timestamp=ts, offset=record.offset, leader_epoch=epoch if epoch >= 0 else None
+                        )
                 return None
         return None
 
@@ -237,7 +241,9 @@ class LocalLog:
                 _log.warning("newly rolled segment file %s already exists; deleting it first", path)
                 path.unlink()
         active.on_become_inactive()
-        new_segment = LogSegment.open(self.directory, new_offset, self.config, roll_jitter_ms=self.jitter(), clock=self.clock)
+        new_segment = LogSegment.open(
+            self.directory, new_offset, self.config, roll_jitter_ms=self.jitter(), clock=self.clock
+        )
         self.segments.add(new_segment)
         return new_segment
 

@@ -63,7 +63,7 @@ from .log_append import (
     prepare_leader_append,
     source_compression,
 )
-from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (CLEAN_SHUTDOWN_FILE: kafkalog.log re-exports it)
+from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
 from .producer_snapshot import sync_snapshot
 from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
@@ -184,7 +184,9 @@ class Log:
         self._recovery_point = loaded.recovery_point
         self.load_stats = loaded._replace(segments=None)
         active = self._segments.last
-        self._end = LogOffsetMetadata(offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size)
+        self._end = LogOffsetMetadata(
+            offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size
+        )
         self._high_watermark: int | None = None
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
@@ -324,7 +326,10 @@ class Log:
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
         batches, valid = analyze_records(
-            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets, file=str(self.directory)
+            view,
+            max_message_bytes=self.config.max_message_bytes,
+            assign_offsets=assign_offsets,
+            file=str(self.directory),
         )
         if not batches:
             return LogAppendInfo(
@@ -408,7 +413,9 @@ class Log:
             count = last_offset + 1 - first_offset
         else:
             count = sum(b.count if b.count is not None else len(b.records()) for b in batches)
-        segment = self._maybe_roll(size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now)
+        segment = self._maybe_roll(
+            size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now
+        )
         assign_epochs(self.leader_epoch_cache, batches)
         position = segment.size
         try:
@@ -430,7 +437,9 @@ class Log:
             self.producer_state.complete_txn(completed)
         self.producer_state.update_map_end_offset(last_offset + 1)
         # Publish the new end last: readers read up to it.
-        self._end = LogOffsetMetadata(offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size)
+        self._end = LogOffsetMetadata(
+            offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size
+        )
         self._maybe_flush(now)
         return LogAppendInfo(
             first_offset=first_offset,
@@ -460,7 +469,10 @@ class Log:
     def _maybe_flush(self, now: int) -> None:
         """The flush policy: ``flush.messages`` unflushed records or ``flush.ms`` since the last flush."""
         config = self.config
-        if self._end.offset - self._recovery_point >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms:
+        if (
+            self._end.offset - self._recovery_point >= config.flush_messages
+            or now - self._last_flush_ms >= config.flush_ms
+        ):
             self.flush()
 
     # -- rolling -----------------------------------------------------------------------------
@@ -476,7 +488,9 @@ class Log:
         offset (so recovery can start there) and, in the background, a flush up to it."""
         end = self._end.offset
         new_segment = self._local.roll(max(expected_next_offset or 0, end))
-        self._end = LogOffsetMetadata(offset=end, segment_base_offset=new_segment.base_offset, position=new_segment.size)
+        self._end = LogOffsetMetadata(
+            offset=end, segment_base_offset=new_segment.base_offset, position=new_segment.size
+        )
         self.producer_state.update_map_end_offset(new_segment.base_offset)
         snapshot = self.producer_state.take_snapshot(sync=False)
         base = new_segment.base_offset
@@ -575,7 +589,10 @@ class Log:
         """
         self._check_open()
         return self._local.fetch_offset_by_timestamp(
-            timestamp, log_start_offset=self._log_start_offset, log_end_offset=self._end.offset, cache=self.leader_epoch_cache
+            timestamp,
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._end.offset,
+            cache=self.leader_epoch_cache,
         )
 
     # -- truncation --------------------------------------------------------------------------
@@ -728,7 +745,14 @@ class Log:
                     doomed = doomed[:-1]
             doomed = [s for s in doomed if s is not None]
             for d in plan.deletions:
-                _log.info("deleting segment %d of %s-%s: %s (%s)", d.base_offset, self.topic, self.partition, d.reason, d.detail)
+                _log.info(
+                    "deleting segment %d of %s-%s: %s (%s)",
+                    d.base_offset,
+                    self.topic,
+                    self.partition,
+                    d.reason,
+                    d.detail,
+                )
             self._local.remove_and_delete_segments(doomed)  # type: ignore[arg-type]
             self._delete_producer_snapshots(doomed)  # type: ignore[arg-type]
             self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
@@ -783,7 +807,9 @@ class Log:
         with self._lock:
             if self._closed:
                 raise LogCleaningAbortedError("the log was closed during cleaning", file=str(self.directory))
-            if truncations != self._truncations or any(self._segments.get(s.base_offset) is not s for s in old_segments):
+            if truncations != self._truncations or any(
+                self._segments.get(s.base_offset) is not s for s in old_segments
+            ):
                 raise LogCleaningAbortedError(
                     "the log was truncated or lost segments during cleaning", file=str(self.directory)
                 )

@@ -157,7 +157,9 @@ def analyze_records(
         framed = frame_entry(view, pos, end - pos, file=path, position=pos)
         if framed is None:
             if assign_offsets:
-                raise TruncatedRecordError(f"the append ends inside a batch ({end - pos} bytes)", file=path, position=pos)
+                raise TruncatedRecordError(
+                    f"the append ends inside a batch ({end - pos} bytes)", file=path, position=pos
+                )
             break  # a follower's fetch response may end inside a batch
         size, magic = framed
         if size > max_size:
@@ -186,8 +188,7 @@ def check_follower_offsets(
     for batch in batches:
         if batch.last_offset <= previous:
             raise InvalidOffsetError(
-                f"out of order offsets found in append to {partition}: "
-                f"{[b.last_offset for b in batches[:10]]}",
+                f"out of order offsets found in append to {partition}: {[b.last_offset for b in batches[:10]]}",
                 file=batch.file,
                 position=batch.position,
             )

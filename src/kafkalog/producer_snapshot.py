@@ -105,8 +105,7 @@ def decode_snapshot(data: bytes | bytearray | memoryview, *, file: str | None = 
     if size < expected:
         whole = (size - SNAPSHOT_HEADER.size) // SNAPSHOT_ENTRY.size
         raise corrupt(
-            f"truncated: {count} entries need {expected} bytes, the file has {size} "
-            f"(entry {whole} is incomplete)",
+            f"truncated: {count} entries need {expected} bytes, the file has {size} (entry {whole} is incomplete)",
             SNAPSHOT_HEADER.size + whole * SNAPSHOT_ENTRY.size,
         )
     if size > expected:

@@ -264,7 +264,7 @@ class ProducerAppendInfo:
             )
         if open_txn is None and is_transactional:
             updated._txn_first = first_offset
-            self._transactions.append(TxnMetadata(self.producer_id, first_offset))
+            self._transactions.append(TxnMetadata(producer_id=self.producer_id, first_offset=first_offset))
 
     def append_end_txn_marker(
         self,
@@ -287,7 +287,12 @@ class ProducerAppendInfo:
         open_txn = updated.current_txn_first_offset
         completed = None
         if open_txn is not None:
-            completed = CompletedTxn(self.producer_id, open_txn, offset, control_type == ControlRecordType.ABORT)
+            completed = CompletedTxn(
+                producer_id=self.producer_id,
+                first_offset=open_txn,
+                last_offset=offset,
+                is_aborted=control_type == ControlRecordType.ABORT,
+            )
         updated._update(producer_epoch, coordinator_epoch, timestamp)
         return completed
 
@@ -386,7 +391,10 @@ class ProducerStateManager:
         """Per active producer, its last data offset and epoch (Kafka's
         ``lastRecordsOfActiveProducers``, which the log cleaner keeps)."""
         return {
-            pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            pid: LastRecord(
+                last_data_offset=e.last_data_offset if e.last_data_offset >= 0 else None,
+                producer_epoch=e.producer_epoch,
+            )
             for pid, e in self._producers.items()
         }
 
@@ -464,7 +472,7 @@ class ProducerStateManager:
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
-        return ProducerStateUpdate(tuple(infos.values()), tuple(completed))
+        return ProducerStateUpdate(append_infos=tuple(infos.values()), completed_txns=tuple(completed))
 
     def append_batch(self, batch: RecordBatch, *, from_client: bool) -> CompletedTxn | None:
         """Validate and apply one batch; return the transaction its end marker completed.
@@ -530,7 +538,7 @@ class ProducerStateManager:
         """Add an entry read from a snapshot, with its open transaction (Kafka's ``loadProducerEntry``)."""
         self._add_producer(entry.producer_id, entry)
         if entry.current_txn_first_offset is not None:
-            self._add_ongoing(TxnMetadata(entry.producer_id, entry.current_txn_first_offset))
+            self._add_ongoing(TxnMetadata(producer_id=entry.producer_id, first_offset=entry.current_txn_first_offset))
 
     def _is_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
         idle = now_ms - entry.last_timestamp
@@ -720,4 +728,3 @@ def _duplicate_error(batch: RecordBatch, duplicate: BatchMetadata) -> DuplicateS
     err.last_offset = duplicate.last_offset
     err.timestamp = duplicate.timestamp  # type: ignore[attr-defined]  # Kafka answers it as the append time
     return err
-

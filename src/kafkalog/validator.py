@@ -161,12 +161,21 @@ def validate_and_assign_offsets(
         CorruptRecordError, UnsupportedCodecError, RecordTooLargeError: from decoding.
     """
     if not batches:
-        return ValidationResult(buf, first_offset, NO_TIMESTAMP, -1, -1, False)
+        return ValidationResult(
+            records=buf,
+            next_offset=first_offset,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time=-1,
+            rebuilt=False,
+        )
     first = batches[0]
     compressed = False
     for batch in batches:
         if batch.magic != first.magic:
-            raise _record_error(batch, f"batch magic {batch.magic} is not the same as the first batch's magic {first.magic}")
+            raise _record_error(
+                batch, f"batch magic {batch.magic} is not the same as the first batch's magic {first.magic}"
+            )
         if from_client:
             _check_client_batch(batch)
         if batch.compression is not Compression.NONE:
@@ -226,8 +235,22 @@ def _assign_v2(
             max_ts, max_ts_offset = batch_max, last
         offset = last + 1
     if log_append:
-        return ValidationResult(buf, offset, now_ms, offset - 1, now_ms, False)
-    return ValidationResult(buf, offset, max_ts, max_ts_offset, -1, False)
+        return ValidationResult(
+            records=buf,
+            next_offset=offset,
+            max_timestamp=now_ms,
+            offset_of_max_timestamp=offset - 1,
+            log_append_time=now_ms,
+            rebuilt=False,
+        )
+    return ValidationResult(
+        records=buf,
+        next_offset=offset,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=max_ts_offset,
+        log_append_time=-1,
+        rebuilt=False,
+    )
 
 
 def _rebuild_v2(
@@ -258,8 +281,22 @@ def _rebuild_v2(
     _check_size(out, batch, config)
     last = offset + len(records) - 1
     if log_append:
-        return ValidationResult(out, last + 1, now_ms, last, now_ms, True)
-    return ValidationResult(out, last + 1, batch_max, last, -1, True)
+        return ValidationResult(
+            records=out,
+            next_offset=last + 1,
+            max_timestamp=now_ms,
+            offset_of_max_timestamp=last,
+            log_append_time=now_ms,
+            rebuilt=True,
+        )
+    return ValidationResult(
+        records=out,
+        next_offset=last + 1,
+        max_timestamp=batch_max,
+        offset_of_max_timestamp=last,
+        log_append_time=-1,
+        rebuilt=True,
+    )
 
 
 def _check_size(out: bytes, batch: RecordBatch, config: LogConfig) -> None:
@@ -283,7 +320,9 @@ def _set_legacy_timestamp(buf: bytearray, pos: int, log_append: bool, timestamp:
     buf[pos + _LEGACY_ATTRIBUTES] = attributes
     _INT64.pack_into(buf, pos + _LEGACY_TIMESTAMP, timestamp)
     (size,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
-    _UINT32.pack_into(buf, pos + CRC_OFFSET, zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET : pos + LOG_OVERHEAD + size]))
+    _UINT32.pack_into(
+        buf, pos + CRC_OFFSET, zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET : pos + LOG_OVERHEAD + size])
+    )
 
 
 def _assign_legacy(
@@ -307,8 +346,22 @@ def _assign_legacy(
     if log_append and batches[0].magic == MAGIC_V1:
         # Kafka: under LogAppendTime the offset of the max timestamp is the first offset for
         # magic < 2.
-        return ValidationResult(buf, offset, now_ms, first_offset, now_ms, False)
-    return ValidationResult(buf, offset, max_ts, max_ts_offset, -1, False)
+        return ValidationResult(
+            records=buf,
+            next_offset=offset,
+            max_timestamp=now_ms,
+            offset_of_max_timestamp=first_offset,
+            log_append_time=now_ms,
+            rebuilt=False,
+        )
+    return ValidationResult(
+        records=buf,
+        next_offset=offset,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=max_ts_offset,
+        log_append_time=-1,
+        rebuilt=False,
+    )
 
 
 def _raw_inner_offsets(batch: LegacyRecordBatch) -> list[int]:
@@ -343,8 +396,22 @@ def _assign_legacy_compressed(
         _INT64.pack_into(buf, pos, last)
         _set_legacy_timestamp(buf, pos, log_append, now_ms if log_append else max_ts)
         if log_append:
-            return ValidationResult(buf, last + 1, now_ms, last, now_ms, False)
-        return ValidationResult(buf, last + 1, max_ts, last, -1, False)
+            return ValidationResult(
+                records=buf,
+                next_offset=last + 1,
+                max_timestamp=now_ms,
+                offset_of_max_timestamp=last,
+                log_append_time=now_ms,
+                rebuilt=False,
+            )
+        return ValidationResult(
+            records=buf,
+            next_offset=last + 1,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=last,
+            log_append_time=-1,
+            rebuilt=False,
+        )
     timestamp_type = TimestampType.CREATE_TIME
     if batch.magic == MAGIC_V0:
         timestamp_type = TimestampType.NO_TIMESTAMP_TYPE
@@ -358,12 +425,34 @@ def _assign_legacy_compressed(
         log_append_time=now_ms if timestamp_type == TimestampType.LOG_APPEND_TIME else None,
     )
     for record in records:
-        builder.append(record.key, record.value, timestamp=record.timestamp if batch.magic == MAGIC_V1 else NO_TIMESTAMP)
+        builder.append(
+            record.key, record.value, timestamp=record.timestamp if batch.magic == MAGIC_V1 else NO_TIMESTAMP
+        )
     out = bytes(builder.build().buffer)
     _check_size(out, batch, config)
     if batch.magic == MAGIC_V0:
-        return ValidationResult(out, last + 1, NO_TIMESTAMP, -1, -1, True)
+        return ValidationResult(
+            records=out,
+            next_offset=last + 1,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time=-1,
+            rebuilt=True,
+        )
     if log_append:
-        return ValidationResult(out, last + 1, now_ms, last, now_ms, True)
-    return ValidationResult(out, last + 1, max_ts, last, -1, True)
-
+        return ValidationResult(
+            records=out,
+            next_offset=last + 1,
+            max_timestamp=now_ms,
+            offset_of_max_timestamp=last,
+            log_append_time=now_ms,
+            rebuilt=True,
+        )
+    return ValidationResult(
+        records=out,
+        next_offset=last + 1,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=last,
+        log_append_time=-1,
+        rebuilt=True,
+    )
