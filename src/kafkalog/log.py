@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .compression import Compression
 from .config import LogConfig
 from .durable import fsync_dir
 from .errors import (
@@ -66,7 +65,7 @@ from .log_append import (
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
 from .producer_snapshot import sync_snapshot
 from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
-from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from .record import MAGIC_V2, RecordBatch
 from .records import MemoryRecords
 from .retention import RetentionPlan, plan_retention
 from .scheduler import Scheduler
@@ -332,17 +331,7 @@ class Log:
             file=str(self.directory),
         )
         if not batches:
-            return LogAppendInfo(
-                first_offset=-1,
-                last_offset=-1,
-                max_timestamp=NO_TIMESTAMP,
-                offset_of_max_timestamp=-1,
-                log_append_time=-1,
-                log_start_offset=self._log_start_offset,
-                valid_bytes=0,
-                record_count=0,
-                source_compression=Compression.NONE,
-            )
+            return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
             self._check_open()
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
@@ -397,18 +386,7 @@ class Log:
             analysis = self.producer_state.analyze_batches(batches, origin=origin)
         except DuplicateSequenceError as e:
             # An idempotent producer's retry: Kafka answers with the original's offsets.
-            return LogAppendInfo(
-                first_offset=e.first_offset,
-                last_offset=e.last_offset,
-                max_timestamp=NO_TIMESTAMP,
-                offset_of_max_timestamp=-1,
-                log_append_time=getattr(e, "timestamp", -1),
-                log_start_offset=self._log_start_offset,
-                valid_bytes=0,
-                record_count=0,
-                source_compression=source,
-                duplicate=True,
-            )
+            return LogAppendInfo.of_duplicate(e, log_start_offset=self._log_start_offset, source_compression=source)
         if assign_offsets:
             count = last_offset + 1 - first_offset
         else:
@@ -441,17 +419,7 @@ class Log:
             offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size
         )
         self._maybe_flush(now)
-        return LogAppendInfo(
-            first_offset=first_offset,
-            last_offset=last_offset,
-            max_timestamp=max_ts,
-            offset_of_max_timestamp=max_ts_offset,
-            log_append_time=prepared.log_append_time,
-            log_start_offset=self._log_start_offset,
-            valid_bytes=size,
-            record_count=count,
-            source_compression=source,
-        )
+        return prepared.append_info(log_start_offset=self._log_start_offset, record_count=count, source_compression=source)
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int, now: int) -> LogSegment:
         """Kafka's ``maybeRoll``."""

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from .compression import Compression
 from .config import LogConfig
 from .errors import (
+    DuplicateSequenceError,
     InvalidOffsetError,
     RecordTooLargeError,
     TruncatedRecordError,
@@ -55,6 +56,39 @@ class LogAppendInfo(NamedTuple):
     source_compression: Compression
     duplicate: bool = False
 
+    @classmethod
+    def nothing(cls, log_start_offset: int) -> LogAppendInfo:
+        """An append of no batch (Kafka's ``UNKNOWN_LOG_APPEND_INFO`` with the log start)."""
+        return cls(
+            first_offset=-1,
+            last_offset=-1,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time=-1,
+            log_start_offset=log_start_offset,
+            valid_bytes=0,
+            record_count=0,
+            source_compression=Compression.NONE,
+        )
+
+    @classmethod
+    def of_duplicate(
+        cls, error: DuplicateSequenceError, *, log_start_offset: int, source_compression: Compression
+    ) -> LogAppendInfo:
+        """An idempotent producer's retry: nothing written, the original's offsets (Kafka)."""
+        return cls(
+            first_offset=error.first_offset,
+            last_offset=error.last_offset,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time=getattr(error, "timestamp", -1),
+            log_start_offset=log_start_offset,
+            valid_bytes=0,
+            record_count=0,
+            source_compression=source_compression,
+            duplicate=True,
+        )
+
 
 class PreparedAppend(NamedTuple):
     """One append as it will be written: its bytes (offsets assigned), its batches framed over
@@ -67,6 +101,22 @@ class PreparedAppend(NamedTuple):
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time: int
+
+    def append_info(
+        self, *, log_start_offset: int, record_count: int, source_compression: Compression
+    ) -> LogAppendInfo:
+        """What the append reports once written."""
+        return LogAppendInfo(
+            first_offset=self.first_offset,
+            last_offset=self.last_offset,
+            max_timestamp=self.max_timestamp,
+            offset_of_max_timestamp=self.offset_of_max_timestamp,
+            log_append_time=self.log_append_time,
+            log_start_offset=log_start_offset,
+            valid_bytes=len(self.data),
+            record_count=record_count,
+            source_compression=source_compression,
+        )
 
 
 def source_compression(batches: list[RecordBatch]) -> Compression:

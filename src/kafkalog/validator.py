@@ -234,21 +234,12 @@ def _assign_v2(
         if batch_max > max_ts:
             max_ts, max_ts_offset = batch_max, last
         offset = last + 1
-    if log_append:
-        return ValidationResult(
-            records=buf,
-            next_offset=offset,
-            max_timestamp=now_ms,
-            offset_of_max_timestamp=offset - 1,
-            log_append_time=now_ms,
-            rebuilt=False,
-        )
     return ValidationResult(
         records=buf,
         next_offset=offset,
-        max_timestamp=max_ts,
-        offset_of_max_timestamp=max_ts_offset,
-        log_append_time=-1,
+        max_timestamp=now_ms if log_append else max_ts,
+        offset_of_max_timestamp=offset - 1 if log_append else max_ts_offset,
+        log_append_time=now_ms if log_append else -1,
         rebuilt=False,
     )
 
@@ -280,21 +271,12 @@ def _rebuild_v2(
     out = bytes(builder.build().buffer)
     _check_size(out, batch, config)
     last = offset + len(records) - 1
-    if log_append:
-        return ValidationResult(
-            records=out,
-            next_offset=last + 1,
-            max_timestamp=now_ms,
-            offset_of_max_timestamp=last,
-            log_append_time=now_ms,
-            rebuilt=True,
-        )
     return ValidationResult(
         records=out,
         next_offset=last + 1,
-        max_timestamp=batch_max,
+        max_timestamp=now_ms if log_append else batch_max,
         offset_of_max_timestamp=last,
-        log_append_time=-1,
+        log_append_time=now_ms if log_append else -1,
         rebuilt=True,
     )
 
@@ -395,21 +377,12 @@ def _assign_legacy_compressed(
         pos = batch.position
         _INT64.pack_into(buf, pos, last)
         _set_legacy_timestamp(buf, pos, log_append, now_ms if log_append else max_ts)
-        if log_append:
-            return ValidationResult(
-                records=buf,
-                next_offset=last + 1,
-                max_timestamp=now_ms,
-                offset_of_max_timestamp=last,
-                log_append_time=now_ms,
-                rebuilt=False,
-            )
         return ValidationResult(
             records=buf,
             next_offset=last + 1,
-            max_timestamp=max_ts,
+            max_timestamp=now_ms if log_append else max_ts,
             offset_of_max_timestamp=last,
-            log_append_time=-1,
+            log_append_time=now_ms if log_append else -1,
             rebuilt=False,
         )
     timestamp_type = TimestampType.CREATE_TIME
@@ -439,20 +412,11 @@ def _assign_legacy_compressed(
             log_append_time=-1,
             rebuilt=True,
         )
-    if log_append:
-        return ValidationResult(
-            records=out,
-            next_offset=last + 1,
-            max_timestamp=now_ms,
-            offset_of_max_timestamp=last,
-            log_append_time=now_ms,
-            rebuilt=True,
-        )
     return ValidationResult(
         records=out,
         next_offset=last + 1,
-        max_timestamp=max_ts,
+        max_timestamp=now_ms if log_append else max_ts,
         offset_of_max_timestamp=last,
-        log_append_time=-1,
+        log_append_time=now_ms if log_append else -1,
         rebuilt=True,
     )
