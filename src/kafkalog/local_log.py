@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from .config import LogConfig
 from .durable import fsync_dir
-from .errors import KafkalogError
+from .errors import KafkalogError, LogClosedError
 from .file_records import FileRecords
 from .filenames import (
     CLEANED_SUFFIX,
@@ -247,7 +247,34 @@ class LocalLog:
         self.segments.add(new_segment)
         return new_segment
 
-    # -- deleting ----------------------------------------------------------------------------
+    def flush(self, segments: list[LogSegment]) -> None:
+        """fsync ``segments`` and the directory (Kafka's ``LocalLog.flush``)."""
+        for segment in segments:
+            try:
+                segment.flush()
+            except LogClosedError:
+                # Deleted meanwhile (retention or truncation): nothing of it is left to flush.
+                continue
+        fsync_dir(self.directory)
+
+    # -- truncating and deleting ----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> list[LogSegment]:
+        """Delete the segments above ``offset`` and cut the active one there (Kafka's
+        ``LocalLog.truncateTo``); returns the deleted segments. ``offset`` is in the log."""
+        doomed = [s for s in self.segments.values() if s.base_offset > offset]
+        self.remove_and_delete_segments(doomed)
+        active = self.segments.last
+        assert active is not None
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.segment_index_bytes)
+        return doomed
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment; an empty one at ``offset`` replaces them."""
+        segments = self.segments.values()
+        self.remove_and_delete_segments(segments[:-1])
+        self.create_and_delete_segment(offset, segments[-1])
 
     def create_and_delete_segment(self, offset: int, old: LogSegment) -> LogSegment:
         """Kafka's ``createAndDeleteSegment``: the new segment exists before the old one goes."""

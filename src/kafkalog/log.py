@@ -490,13 +490,7 @@ class Log:
                 return
             generation = self._truncations
             segments = self._segments.values(self._recovery_point, offset)
-        for segment in segments:
-            try:
-                segment.flush()
-            except LogClosedError:
-                # Deleted meanwhile (retention or truncation): nothing of it is left to flush.
-                continue
-        fsync_dir(self.directory)
+        self._local.flush(segments)
         with self._lock:
             if self._closed or generation != self._truncations or offset <= self._recovery_point:
                 return
@@ -587,14 +581,8 @@ class Log:
                 self._truncate_fully(offset, offset)
                 return True
             self._truncations += 1
-            doomed = [s for s in self._segments.values() if s.base_offset > offset]
-            self._local.remove_and_delete_segments(doomed)
-            active = self._segments.last
-            assert active is not None
-            active.truncate_to(offset)
-            active.resize_indexes(self.config.segment_index_bytes)
+            self._delete_producer_snapshots(self._local.truncate_to(offset))
             self._set_end(offset)
-            self._delete_producer_snapshots(doomed)
             self.leader_epoch_cache.truncate_from_end(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
@@ -628,9 +616,7 @@ class Log:
 
     def _truncate_fully(self, offset: int, log_start: int) -> None:
         self._truncations += 1
-        segments = self._segments.values()
-        self._local.remove_and_delete_segments(segments[:-1])
-        self._local.create_and_delete_segment(offset, segments[-1])
+        self._local.truncate_fully_and_start_at(offset)
         self._end = LogOffsetMetadata(offset=offset, segment_base_offset=offset, position=0)
         self._recovery_point = offset
         self.leader_epoch_cache.clear_and_flush()
@@ -762,11 +748,8 @@ class Log:
         return self._local.create_cleaned_segment(base_offset)
 
     def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment], *, truncations: int) -> None:
-        """Swap a flushed ``.cleaned`` segment in for ``old_segments`` (Kafka's
-        ``replaceSegments``), crash-safely: rename it ``.swap``; rename the old segments
-        ``.deleted`` (their files go after ``file.delete.delay.ms``); rename the ``.swap``
-        files into place. A crash between any two steps loads as the old segments (before
-        the ``.swap`` rename is durable) or the new one (after): see :mod:`kafkalog.loader`.
+        """Swap a flushed ``.cleaned`` segment in for ``old_segments``, crash-safely (Kafka's
+        ``replaceSegments``; the steps are :meth:`kafkalog.local_log.LocalLog.replace_segments`'s).
 
         Raises:
             LogCleaningAbortedError: the log was truncated since ``truncations`` was read, or
