@@ -64,6 +64,12 @@ class LogDir:
 
     @classmethod
     def acquire(cls, path: Path, tp: tuple[str, int]) -> LogDir:
+        """The state of log directory ``path`` with partition ``tp`` registered open; the first
+        acquirer takes the ``.lock`` file and removes stray checkpoint ``.tmp`` files.
+
+        Raises:
+            KafkalogError: another process holds the directory, or ``tp`` is already open.
+        """
         key = os.path.realpath(path)
         with cls._registry_lock:
             state = cls._registry.get(key)
@@ -130,6 +136,8 @@ class LogDir:
             file.write(entries)
 
     def release(self, tp: tuple[str, int], directory_name: str, clean: bool) -> None:
+        """``tp`` (in partition directory ``directory_name``) is closed, ``clean``ly or not; the
+        last release writes the clean-shutdown marker when it may and frees the ``.lock``."""
         with self._registry_lock:
             self.open_logs.discard(tp)
             if clean:

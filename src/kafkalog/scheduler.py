@@ -26,6 +26,8 @@ class Scheduler:
         self._stopped = False
 
     def schedule(self, delay_s: float, task: Callable[[], None]) -> None:
+        """Run ``task`` in ``delay_s`` seconds (the thread starts with the first task); after
+        :meth:`shutdown`, run it now."""
         with self._cond:
             stopped = self._stopped
             if not stopped:
