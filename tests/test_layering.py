@@ -43,6 +43,8 @@ CORE_LAYERS = {
     "durable": 4,
     "log": 5,
     "logdir": 5,
+    "local_log": 5,
+    "log_append": 5,
     "validator": 5,
     "loader": 5,
     "retention": 5,
@@ -51,10 +53,14 @@ CORE_LAYERS = {
     "checkpoint": 5,
     "producer_state": 5,
     "producer_snapshot": 5,
+    "producer_entry": 5,
     "leader_epoch": 5,
+    "scheduler": 5,
     "cleaner": 6,
     "offset_map": 6,
     "cleaner_manager": 6,
+    "cleaner_stats": 6,
+    "cleaner_filter": 6,
 }
 #: Modules the records layer splits columnar decoding into (each ``columnar_*`` is layer 2).
 RECORDS_PREFIXES = ("columnar_", "record_walk")

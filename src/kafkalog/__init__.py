@@ -24,16 +24,9 @@ from .checkpoint import (
     PartitionMetadataFile,
     new_topic_id,
 )
-from .cleaner import (
-    DEFAULT_DEDUPE_BUFFER_SIZE,
-    REASONS,
-    CleanerProgress,
-    CleanerStats,
-    LogCleaner,
-    LogToClean,
-    OffsetMap,
-    cleanable_offsets,
-)
+from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, LogCleaner
+from .cleaner_manager import LogToClean, cleanable_offsets
+from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
 from .columnar import RecordColumns, decode_columns
 from .compression import Compression, codec_for_id
 from .config import LogConfig
@@ -104,22 +97,16 @@ from .index import (
     TransactionIndex,
 )
 from .legacy import LegacyRecordBatch, encode_message_set
-from .log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    Log,
-    LogAppendInfo,
-    LogOffsetMetadata,
-)
+from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogOffsetMetadata
+from .log import Log
+from .log_append import LogAppendInfo
+from .offset_map import OffsetMap
+from .producer_entry import ProducerStateEntry
+from .producer_snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot
 from .producer_state import (
-    SNAPSHOT_ENTRY,
-    SNAPSHOT_HEADER,
     AppendOrigin,
-    ProducerStateEntry,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
-    decode_snapshot,
 )
 from .record import (
     HEADER_SIZE_UP_TO_MAGIC,

@@ -2,17 +2,18 @@
 
 Three parts, as in Kafka:
 
-- :class:`OffsetMap` (Kafka's ``SkimpyOffsetMap``): fixed memory, open addressing, a 16-byte
-  MD5 digest of the key and an 8-byte offset per slot, in one numpy array.
+- :class:`~kafkalog.offset_map.OffsetMap` (Kafka's ``SkimpyOffsetMap``, :mod:`kafkalog.offset_map`):
+  fixed memory, open addressing, a 16-byte MD5 digest of the key and an 8-byte offset per slot.
 - :class:`Cleaner` (Kafka's ``Cleaner``): pure; everything it needs -- the map, an I/O
-  :class:`Throttler`, a clock, an abort check -- is passed in. One pass maps the dirty range
+  :class:`~kafkalog.cleaner_stats.Throttler`, a clock, an abort check -- is passed in. One pass maps the dirty range
   (latest offset per key; aborted transactions and control batches skipped), then rewrites the
   log from its start to the end of what was mapped, group by group, through
   :func:`kafkalog.records.filter_to`, and swaps each group's ``.cleaned`` segment in with
   :meth:`kafkalog.log.Log.replace_segments`.
 - :class:`LogCleaner` (Kafka's ``LogCleaner`` + ``LogCleanerManager``): chooses the work
-  (dirty ratio, compaction lags, first uncleanable offset, filthiest log first, the
-  ``cleaner-offset-checkpoint``), runs once (:meth:`LogCleaner.clean`) or as a background thread
+  (dirty ratio, compaction lags, first uncleanable offset -- read from the log by
+  :mod:`kafkalog.cleaner_manager` --, filthiest log first, the ``cleaner-offset-checkpoint``),
+  runs once (:meth:`LogCleaner.clean`) or as a background thread
   over many logs, and sets aside a log whose cleaning failed (uncleanable, with the reason)
   while it carries on with the others.
 
@@ -38,27 +39,35 @@ entries, and an emptied v0/v1 batch is dropped rather than failing the log.
 
 from __future__ import annotations
 
-import bisect
-import hashlib
-import heapq
 import logging
 import math
 import os
-import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 
-import numpy as np
-
+from .cleaner_filter import CleanedTransactionMetadata, CleanerFilter
+from .cleaner_manager import (  # noqa: F401 (cleanable_offsets, max_compaction_delay: importable here too)
+    LogToClean,
+    cleanable_offsets,
+    earliest_delete_horizon,
+    log_to_clean,
+    max_compaction_delay,
+)
+from .cleaner_stats import (  # noqa: F401
+    REASONS,
+    CleanerProgress,
+    CleanerStats,
+    SegmentCleanStats,
+    Throttler,
+)
 from .errors import InvalidConfigError, KafkalogError, LogCleaningAbortedError
-from .index import AbortedTxn
 from .log import Log
+from .offset_map import OffsetMap
 from .producer_state import LastRecord
-from .record import MAGIC_V2, ControlRecordType, Record, RecordBatch
-from .records import BatchRetention, MemoryRecords, RecordFilter, filter_to
+from .record import RecordBatch
+from .records import MemoryRecords, filter_to
 from .segment import LogSegment
 
 _log = logging.getLogger("kafkalog.cleaner")
@@ -69,403 +78,11 @@ DEFAULT_IO_BUFFER_SIZE = 512 * 1024
 DEFAULT_LOAD_FACTOR = 0.9
 DEFAULT_BACKOFF_MS = 15_000
 
-_DIGEST = struct.Struct("<QQ")
-_WINDOW = struct.Struct(">I")
 _INT32_MAX = 2**31 - 1
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# ----------------------------------------------------------------------------------------------
-# The offset map
-
-
-class OffsetMap:
-    """Key digest -> offset in fixed memory (Kafka's ``SkimpyOffsetMap``).
-
-    ``memory // 24`` slots of a 16-byte MD5 digest and an 8-byte offset in one numpy array;
-    open addressing with Kafka's probe sequence (successive 4-byte windows of the digest, then
-    linear). Keys are never stored, only digests, so two keys with one digest share a slot
-    (MD5's 128 bits make that a practical impossibility, as Kafka relies on too).
-
-    Not thread-safe: one cleaner owns it.
-    """
-
-    BYTES_PER_ENTRY = 24
-
-    def __init__(self, memory: int) -> None:
-        slots = memory // self.BYTES_PER_ENTRY
-        if slots < 1:
-            raise InvalidConfigError(f"an offset map of {memory} bytes holds no {self.BYTES_PER_ENTRY}-byte slot")
-        self._slots = slots
-        self._table = np.zeros(slots * 3, dtype=np.uint64)  # (digest lo, digest hi, offset) per slot
-        self._cells = memoryview(self._table)  # Python-int access, no numpy scalar per probe
-        self._entries = 0
-        self._lookups = 0
-        self._probes = 0
-        self._latest = -1
-        self._dirty = False
-
-    @property
-    def slots(self) -> int:
-        return self._slots
-
-    @property
-    def memory(self) -> int:
-        """Bytes the slots take (``slots * 24``)."""
-        return self._table.nbytes
-
-    @property
-    def size(self) -> int:
-        """Keys in the map."""
-        return self._entries
-
-    @property
-    def latest_offset(self) -> int:
-        """The last offset put (or set by :meth:`update_latest_offset`); -1 when cleared."""
-        return self._latest
-
-    @property
-    def utilization(self) -> float:
-        return self._entries / self._slots
-
-    @property
-    def collision_rate(self) -> float:
-        """Extra probes per lookup."""
-        return (self._probes - self._lookups) / self._lookups if self._lookups else 0.0
-
-    @staticmethod
-    def digest(key: bytes | bytearray | memoryview) -> bytes:
-        return hashlib.md5(key).digest()
-
-    def _find(self, digest: bytes) -> tuple[int, bool]:
-        """(cell index of the slot, whether it holds ``digest``); the slot is empty if not."""
-        lo, hi = _DIGEST.unpack(digest)
-        if lo == 0 and hi == 0:  # the empty marker: nudge the one digest that collides with it
-            lo = 1
-        cells, slots = self._cells, self._slots
-        self._lookups += 1
-        attempt = 0
-        while True:
-            # Kafka's positionOf: the 4-byte window at min(attempt, 12), plus the attempts past 12.
-            if attempt <= 12:
-                probe = _WINDOW.unpack_from(digest, attempt)[0]
-            else:
-                probe = _WINDOW.unpack_from(digest, 12)[0] + attempt - 12
-            cell = (probe % slots) * 3
-            self._probes += 1
-            a, b = cells[cell], cells[cell + 1]
-            if a == lo and b == hi:
-                return cell, True
-            if a == 0 and b == 0:
-                return cell, False
-            attempt += 1
-            if attempt > slots + 12:  # only a full map gets here (put refuses to fill it)
-                return -1, False
-
-    def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
-        """Map ``key`` to ``offset`` (a later put for the key overwrites)."""
-        self.put_digest(hashlib.md5(key).digest(), offset)
-
-    def put_digest(self, digest: bytes, offset: int) -> None:
-        cell, found = self._find(digest)
-        if not found:
-            if self._entries >= self._slots or cell < 0:
-                raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
-            lo, hi = _DIGEST.unpack(digest)
-            self._cells[cell] = lo or (1 if hi == 0 else 0)
-            self._cells[cell + 1] = hi
-            self._entries += 1
-        self._cells[cell + 2] = offset
-        self._latest = offset
-        self._dirty = True
-
-    def get(self, key: bytes | bytearray | memoryview) -> int:
-        """The offset mapped for ``key``, or -1."""
-        return self.get_digest(hashlib.md5(key).digest())
-
-    def get_digest(self, digest: bytes) -> int:
-        cell, found = self._find(digest)
-        return self._cells[cell + 2] if found else -1
-
-    def update_latest_offset(self, offset: int) -> None:
-        self._latest = offset
-
-    def clear(self) -> None:
-        if self._dirty:
-            self._table.fill(0)
-            self._dirty = False
-        self._entries = self._lookups = self._probes = 0
-        self._latest = -1
-
-
-# ----------------------------------------------------------------------------------------------
-# Throttling, statistics, progress
-
-
-class Throttler:
-    """Keeps the cleaner's I/O under ``bytes_per_second`` (Kafka's ``Throttler``: measure over
-    ``check_interval_ms`` windows, sleep off any excess)."""
-
-    def __init__(
-        self,
-        bytes_per_second: float = math.inf,
-        *,
-        check_interval_ms: int = 300,
-        monotonic: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if not bytes_per_second > 0:
-            raise InvalidConfigError(f"an I/O budget must be positive, not {bytes_per_second} bytes/s")
-        self.bytes_per_second = bytes_per_second
-        self._interval = check_interval_ms / 1000.0
-        self._monotonic = monotonic
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        self._period_start = monotonic()
-        self._observed = 0
-        self.slept_s = 0.0
-
-    def maybe_throttle(self, observed: int) -> float:
-        """Count ``observed`` bytes; sleep if the window's rate is over budget. Returns the
-        seconds slept."""
-        if math.isinf(self.bytes_per_second):
-            return 0.0
-        with self._lock:
-            self._observed += observed
-            now = self._monotonic()
-            elapsed = now - self._period_start
-            if elapsed <= self._interval or self._observed <= 0:
-                return 0.0
-            slept = 0.0
-            if self._observed / elapsed > self.bytes_per_second:
-                slept = self._observed / self.bytes_per_second - elapsed
-                if slept > 0:
-                    self._sleep(slept)
-                    self.slept_s += slept
-                else:
-                    slept = 0.0
-            self._period_start = self._monotonic()
-            self._observed = 0
-            return slept
-
-
-#: Why records go: an older record of a key mapped later; a tombstone past its horizon (or, for
-#: v0/v1, past the segment-time rule); a record without a key; data of an aborted transaction;
-#: a transaction marker whose transaction has no data left and whose horizon has passed.
-REASONS = ("superseded", "tombstone", "keyless", "aborted", "marker")
-
-
-@dataclass
-class SegmentCleanStats:
-    """What a pass did to one source segment."""
-
-    base_offset: int
-    size: int
-    records_read: int = 0
-    records_kept: int = 0
-    bytes_kept: int = 0
-    removed: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class CleanerStats:
-    """What one cleaning of one log did (Kafka's ``CleanerStats``, plus counts it logs).
-
-    ``removed`` counts records removed by reason (:data:`REASONS`), ``segments`` has the same per
-    source segment, and ``removed_by_key`` (only when asked for: it grows with the keys) the
-    superseded and expired records per key. With ``dry_run`` nothing was written.
-    """
-
-    log: str = ""
-    dry_run: bool = False
-    first_dirty_offset: int = -1
-    end_offset: int = -1
-    rounds: int = 0
-    map_bytes_read: int = 0
-    map_records_read: int = 0
-    map_entries: int = 0
-    map_slots: int = 0
-    buffer_utilization: float = 0.0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_written: int = 0
-    keyless_records: int = 0
-    tombstones_removed: int = 0
-    batches_rewritten: int = 0
-    empty_batches: int = 0
-    horizons_set: int = 0
-    segments_cleaned: int = 0
-    groups: int = 0
-    throttled_s: float = 0.0
-    map_s: float = 0.0
-    elapsed_s: float = 0.0
-    removed: dict[str, int] = field(default_factory=dict)
-    segments: list[SegmentCleanStats] = field(default_factory=list)
-    removed_by_key: dict[bytes, int] | None = None
-
-    @property
-    def records_removed(self) -> int:
-        return self.records_read - self.records_written
-
-    def add(self, other: CleanerStats) -> None:
-        """Fold another round's figures into these."""
-        for name in (
-            "map_bytes_read", "map_records_read", "bytes_read", "bytes_written", "records_read", "records_written",
-            "keyless_records", "tombstones_removed", "batches_rewritten", "empty_batches", "horizons_set",
-            "segments_cleaned", "groups", "rounds", "throttled_s", "map_s", "elapsed_s",
-        ):  # fmt: skip
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for reason, n in other.removed.items():
-            self.removed[reason] = self.removed.get(reason, 0) + n
-        self.segments.extend(other.segments)
-        if other.removed_by_key is not None:
-            merged = Counter(self.removed_by_key or {})
-            merged.update(other.removed_by_key)
-            self.removed_by_key = dict(merged)
-        self.end_offset = other.end_offset
-        self.map_entries = max(self.map_entries, other.map_entries)
-        self.map_slots = other.map_slots
-        self.buffer_utilization = max(self.buffer_utilization, other.buffer_utilization)
-
-    def to_dict(self) -> dict:
-        """JSON-safe (keys of ``removed_by_key`` as hex)."""
-        by_key = self.removed_by_key
-        self.removed_by_key = None
-        try:
-            d = asdict(self)
-        finally:
-            self.removed_by_key = by_key
-        d["records_removed"] = self.records_removed
-        d["removed_by_key"] = None if by_key is None else {k.hex(): n for k, n in by_key.items()}
-        return d
-
-    def summary(self) -> str:
-        """Kafka's cleaner log lines, in short."""
-        mb = 1024 * 1024
-        el = max(self.elapsed_s, 1e-9)
-        mapping = max(self.map_s, 1e-9)
-        cleaning = max(self.elapsed_s - self.map_s, 1e-9)
-        return (
-            f"Log cleaner: cleaned log {self.log} (dirty section = [{self.first_dirty_offset}, {self.end_offset}))\n"
-            f"\t{self.bytes_read / mb:,.1f} MB of log processed in {el:,.1f} seconds ({self.bytes_read / mb / el:,.1f} MB/sec).\n"
-            f"\tIndexed {self.map_bytes_read / mb:,.1f} MB in {mapping:.1f} seconds ({self.map_bytes_read / mb / mapping:,.1f} MB/sec, "
-            f"{100 * self.map_s / el:.1f}% of total time)\n"
-            f"\tBuffer utilization: {100 * self.buffer_utilization:.1f}%\n"
-            f"\tCleaned {self.bytes_read / mb:,.1f} MB in {cleaning:.1f} seconds ({self.bytes_read / mb / cleaning:,.1f} MB/sec)\n"
-            f"\tStart size: {self.bytes_read / mb:,.1f} MB ({self.records_read:,d} messages)\n"
-            f"\tEnd size: {self.bytes_written / mb:,.1f} MB ({self.records_written:,d} messages)\n"
-            f"\t{100 * (1 - self.bytes_written / max(self.bytes_read, 1)):.1f}% size reduction "
-            f"({100 * (1 - self.records_written / max(self.records_read, 1)):.1f}% fewer messages)"
-        )
-
-
-@dataclass(frozen=True)
-class CleanerProgress:
-    """Where a cleaning stands: ``phase`` is ``"map"`` (building the offset map) or ``"clean"``
-    (rewriting); ``done`` of ``total`` bytes of that phase."""
-
-    log: str
-    phase: str
-    done: int
-    total: int
-
-
-# ----------------------------------------------------------------------------------------------
-# Choosing work (Kafka's LogCleanerManager)
-
-
-def _segments_in(log: Log, from_offset: int, to_offset: int) -> list[LogSegment]:
-    """Kafka's ``logSegments(from, to)``: the segment holding ``from_offset`` and those after
-    it that start before ``to_offset``."""
-    segments = log.segments
-    bases = [s.base_offset for s in segments]
-    lo = max(0, bisect.bisect_right(bases, from_offset) - 1)
-    hi = bisect.bisect_left(bases, to_offset)
-    return segments[lo:hi]
-
-
-def _non_active_segments_from(log: Log, offset: int) -> list[LogSegment]:
-    active = log.active_segment
-    if offset > active.base_offset:
-        return []
-    return _segments_in(log, offset, active.base_offset)
-
-
-def _first_batch_timestamp(segment: LogSegment) -> int:
-    """The first batch's max timestamp (Kafka's ``getFirstBatchTimestamp``); max int64 when empty."""
-    for batch in segment.log.batches():
-        return batch.max_timestamp
-    return 2**63 - 1
-
-
-def cleanable_offsets(log: Log, last_clean_offset: int | None, now_ms: int) -> tuple[int, int, bool]:
-    """``(first dirty offset, first uncleanable offset, checkpoint needs resetting)`` (Kafka's
-    ``cleanableOffsets``). A checkpoint below the log start or past the log end resets to the
-    log start. Cleaning stops at the earliest of the last stable offset, the active segment and
-    the first segment within ``min.compaction.lag.ms`` of now."""
-    log_start = log.log_start_offset
-    checkpointed = log_start if last_clean_offset is None else last_clean_offset
-    if checkpointed < log_start:
-        first_dirty, reset = log_start, True
-    elif checkpointed > log.log_end_offset:
-        _log.warning(
-            "the checkpointed dirty offset %d of %s is past its log end %d; resetting to the log start %d",
-            checkpointed, log.directory.name, log.log_end_offset, log_start,
-        )  # fmt: skip
-        first_dirty, reset = log_start, True
-    else:
-        first_dirty, reset = checkpointed, False
-    candidates = [log.last_stable_offset, log.active_segment.base_offset]
-    lag = max(log.config.min_compaction_lag_ms, 0)
-    if lag > 0:
-        for segment in _non_active_segments_from(log, first_dirty):
-            if segment.largest_timestamp > now_ms - lag:
-                candidates.append(segment.base_offset)
-                break
-    return first_dirty, max(first_dirty, min(candidates)), reset
-
-
-def max_compaction_delay(log: Log, first_dirty_offset: int, now_ms: int) -> int:
-    """How far past ``max.compaction.lag.ms`` the oldest dirty segment is (0 when not):
-    positive means the log must be cleaned now, whatever its dirty ratio."""
-    stamps = [t for t in (_first_batch_timestamp(s) for s in _non_active_segments_from(log, first_dirty_offset)) if t > 0]
-    earliest = min(stamps, default=2**63 - 1)
-    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
-    return clean_until - earliest if earliest < clean_until else 0
-
-
-@dataclass
-class LogToClean:
-    """A log and the part of it a pass may clean (Kafka's ``LogToClean``)."""
-
-    log: Log
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    clean_bytes: int
-    cleanable_bytes: int
-    need_compaction_now: bool = False
-    horizon_due: bool = False
-
-    @property
-    def total_bytes(self) -> int:
-        return self.clean_bytes + self.cleanable_bytes
-
-    @property
-    def cleanable_ratio(self) -> float:
-        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
-
-    @classmethod
-    def of(cls, log: Log, first_dirty: int, uncleanable: int, need_compaction_now: bool = False) -> LogToClean:
-        # Kafka's calculateCleanableBytes: cleaning stops at a segment boundary.
-        non_active = _non_active_segments_from(log, uncleanable)
-        first_uncleanable = (non_active[0] if non_active else log.active_segment).base_offset
-        cleanable = sum(s.size for s in _segments_in(log, min(first_dirty, first_uncleanable), first_uncleanable))
-        clean = sum(s.size for s in _segments_in(log, -1, first_dirty))
-        return cls(log, first_dirty, first_uncleanable, clean, cleanable, need_compaction_now)
 
 
 def group_segments_by_size(
@@ -503,171 +120,7 @@ def group_segments_by_size(
 
 
 # ----------------------------------------------------------------------------------------------
-# Transactions while cleaning (Kafka's CleanedTransactionMetadata)
-
-
-class _AbortedTxnState:
-    __slots__ = ("txn", "last_observed_batch_offset")
-
-    def __init__(self, txn: AbortedTxn) -> None:
-        self.txn = txn
-        self.last_observed_batch_offset: int | None = None
-
-
-class _TransactionMetadata:
-    """Which transactions are open as a pass walks the log, to drop aborted data and to know
-    when a marker may go; writes the aborted transactions that keep data to ``cleaned_index``."""
-
-    def __init__(self) -> None:
-        self._committed: set[int] = set()
-        self._aborted: dict[int, _AbortedTxnState] = {}
-        self._pending: list[tuple[int, int, AbortedTxn]] = []  # heap by first offset
-        self._seq = 0
-        self.cleaned_segment: LogSegment | None = None
-
-    def add_aborted(self, txns: Iterable[AbortedTxn]) -> None:
-        for txn in txns:
-            heapq.heappush(self._pending, (txn.first_offset, self._seq, txn))
-            self._seq += 1
-
-    def _consume_up_to(self, offset: int) -> None:
-        pending = self._pending
-        while pending and pending[0][0] <= offset:
-            txn = heapq.heappop(pending)[2]
-            self._aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
-
-    def on_control_batch(self, batch: RecordBatch, records: Sequence[Record]) -> bool:
-        """Whether the marker may be discarded (its transaction has no data left)."""
-        self._consume_up_to(batch.last_offset)
-        if not records:
-            return True  # an empty control batch was already cleaned
-        pid = batch.producer_id
-        control = records[0].control_type
-        if control is ControlRecordType.ABORT:
-            state = self._aborted.pop(pid, None)
-            if state is not None and state.last_observed_batch_offset is not None:
-                # The transaction still has data here: keep its marker and its index entry.
-                if self.cleaned_segment is not None:
-                    self.cleaned_segment.txn_index.append(state.txn)
-                return False
-            return True
-        if control is ControlRecordType.COMMIT:
-            # Discardable if no batch of the transaction was seen (its data is gone).
-            if pid in self._committed:
-                self._committed.discard(pid)
-                return False
-            return True
-        return False
-
-    def on_batch(self, batch: RecordBatch) -> bool:
-        """Whether the data batch belongs to an aborted transaction."""
-        self._consume_up_to(batch.last_offset)
-        if not batch.is_transactional:
-            return False
-        state = self._aborted.get(batch.producer_id)
-        if state is not None:
-            state.last_observed_batch_offset = batch.last_offset
-            return True
-        self._committed.add(batch.producer_id)
-        return False
-
-
-# ----------------------------------------------------------------------------------------------
 # The cleaner
-
-
-class _Filter(RecordFilter):
-    """Kafka's ``logCleanerFilter`` for one source segment."""
-
-    def __init__(
-        self,
-        now_ms: int,
-        delete_retention_ms: int,
-        offset_map: OffsetMap,
-        retain_legacy_deletes: bool,
-        txns: _TransactionMetadata,
-        last_records: dict[int, LastRecord],
-        upper_bound_offset: int,
-    ) -> None:
-        super().__init__(now_ms, delete_retention_ms)
-        self.map = offset_map
-        self.retain_legacy_deletes = retain_legacy_deletes
-        self.txns = txns
-        self.last_records = last_records
-        self.upper_bound_offset = upper_bound_offset
-        self.discard_records = False
-        self.removed: Counter[str] = Counter()
-        self.by_key: Counter[bytes] | None = None
-
-    def check_batch_retention(self, batch: RecordBatch) -> tuple[BatchRetention, bool]:
-        # Markers piggy-back on the tombstone horizon: never removed before their transaction's
-        # data is gone, then only once their own horizon has passed.
-        if batch.is_control:
-            can_discard = self.txns.on_control_batch(batch, batch.records())
-            horizon = batch.delete_horizon_ms
-            self.discard_records = can_discard and horizon is not None and horizon <= self.current_time
-        else:
-            can_discard = self.txns.on_batch(batch)
-            self.discard_records = can_discard
-        if batch.producer_id >= 0 and self._is_last_batch_of_producer(batch):
-            retention = BatchRetention.RETAIN_EMPTY  # keeps the producer's sequence / epoch state
-        elif batch.next_offset == self.upper_bound_offset:
-            retention = BatchRetention.RETAIN_EMPTY  # the pass's last offset must stay in the log
-        elif self.discard_records:
-            retention = BatchRetention.DELETE
-            # Not decoded: a v2 batch (the only kind with transactions) knows its count.
-            self.removed["marker" if batch.is_control else "aborted"] += batch.count or 0
-        else:
-            retention = BatchRetention.DELETE_EMPTY
-        return retention, can_discard and batch.is_control
-
-    def _is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
-        last = self.last_records.get(batch.producer_id)
-        if last is None:
-            return False
-        if last.last_data_offset is not None:
-            return batch.last_offset == last.last_data_offset
-        return batch.is_control and batch.producer_epoch == last.producer_epoch
-
-    def retain(self, batch: RecordBatch, records: Sequence[Record]) -> list[bool]:
-        if self.discard_records:
-            self.removed["marker" if batch.is_control else "aborted"] += len(records)
-            return [False] * len(records)
-        if batch.is_control:
-            return [True] * len(records)
-        latest = self.map.latest_offset
-        get = self.map.get_digest
-        md5 = hashlib.md5
-        now = self.current_time
-        if batch.magic >= MAGIC_V2:
-            horizon = batch.delete_horizon_ms
-            retain_deletes = horizon is None or now < horizon
-        else:
-            retain_deletes = self.retain_legacy_deletes
-        flags = []
-        removed = self.removed
-        by_key = self.by_key
-        for record in records:
-            offset = record.offset
-            if offset > latest:  # past what this pass mapped
-                flags.append(True)
-                continue
-            key = record.key
-            if key is None:
-                removed["keyless"] += 1
-                flags.append(False)
-                continue
-            if offset < get(md5(key).digest()):
-                removed["superseded"] += 1
-            elif record.value is None and not retain_deletes:
-                removed["tombstone"] += 1
-            else:
-                flags.append(True)
-                continue
-            flags.append(False)
-            if by_key is not None:
-                by_key[key] += 1
-        return flags
 
 
 class Cleaner:
@@ -731,7 +184,7 @@ class Cleaner:
         truncations = log.truncations
         # Kafka: v0/v1 tombstones may go when their segment is older than the last clean
         # segment's mtime minus delete.retention.ms.
-        clean_section = _segments_in(log, 0, cleanable.first_dirty_offset)
+        clean_section = log.log_segments(0, cleanable.first_dirty_offset)
         legacy_horizon = clean_section[-1].last_modified_ms - log.config.delete_retention_ms if clean_section else 0
 
         upper = cleanable.first_uncleanable_offset
@@ -745,8 +198,8 @@ class Cleaner:
         stats.map_entries = self.offset_map.size
         stats.map_slots = self.offset_map.slots
 
-        txns = _TransactionMetadata()
-        segments = _segments_in(log, 0, end_offset)
+        txns = CleanedTransactionMetadata()
+        segments = log.log_segments(0, end_offset)
         groups = group_segments_by_size(segments, log.config.segment_bytes, log.config.segment_index_bytes, upper)
         total = sum(s.size for s in segments)
         done = 0
@@ -767,7 +220,7 @@ class Cleaner:
         segments: list[LogSegment],
         now_ms: int,
         stats: CleanerStats,
-        txns: _TransactionMetadata,
+        txns: CleanedTransactionMetadata,
         legacy_horizon_ms: int,
         upper_bound_offset: int,
         truncations: int,
@@ -816,7 +269,7 @@ class Cleaner:
         dest: LogSegment | None,
         now_ms: int,
         retain_legacy_deletes: bool,
-        txns: _TransactionMetadata,
+        txns: CleanedTransactionMetadata,
         last_records: dict[int, LastRecord],
         upper_bound_offset: int,
         stats: CleanerStats,
@@ -825,13 +278,13 @@ class Cleaner:
     ) -> None:
         """Copy what the map keeps of ``source`` into ``dest`` (Kafka's ``cleanInto``); with no
         ``dest`` (a dry run) only count."""
-        record_filter = _Filter(
+        record_filter = CleanerFilter(
             now_ms, log.config.delete_retention_ms, self.offset_map, retain_legacy_deletes, txns, last_records,
             upper_bound_offset,
         )  # fmt: skip
         if stats.removed_by_key is not None:
             record_filter.by_key = Counter()
-        seg = SegmentCleanStats(source.base_offset, source.size)
+        seg = SegmentCleanStats(base_offset=source.base_offset, size=source.size)
         out = bytearray()
         for chunk in self._chunks(log, source, 0):
             self.check_done(log)
@@ -878,8 +331,8 @@ class Cleaner:
         factor (Kafka's ``buildOffsetMap``); the map's latest offset says where that was."""
         offset_map = self.offset_map
         offset_map.clear()
-        dirty = _segments_in(log, start, end)
-        txns = _TransactionMetadata()
+        dirty = log.log_segments(start, end)
+        txns = CleanedTransactionMetadata()
         txns.add_aborted(log.collect_aborted_transactions(start, end))
         total = sum(s.size for s in dirty)
         done = 0
@@ -898,15 +351,14 @@ class Cleaner:
         segment: LogSegment,
         start: int,
         next_segment_start: int,
-        txns: _TransactionMetadata,
+        txns: CleanedTransactionMetadata,
         stats: CleanerStats,
         done: int,
         total: int,
     ) -> tuple[bool, int]:
         offset_map = self.offset_map
         max_entries = int(offset_map.slots * self.load_factor)
-        put = offset_map.put_digest
-        md5 = hashlib.md5
+        put = offset_map.put
         position = segment.offset_index.lookup(start).position
         read = 0
         for chunk in self._chunks(log, segment, position):
@@ -927,7 +379,7 @@ class Cleaner:
                             if offset_map.size >= max_entries:
                                 stats.map_bytes_read += chunk_bytes
                                 return True, read + chunk_bytes
-                            put(md5(key).digest(), record.offset)
+                            put(key, record.offset)
                     stats.map_records_read += len(records)
                 if batch.last_offset >= start:
                     offset_map.update_latest_offset(batch.last_offset)
@@ -1055,7 +507,7 @@ class LogCleaner:
         total: CleanerStats | None = None
         while True:
             now = self.clock() if now_ms is None else now_ms
-            ltc = self._to_clean(log, now, write=not dry_run)
+            ltc = log_to_clean(log, now, write=not dry_run)
             if ltc.cleanable_bytes == 0 and not self._horizon_due(log, ltc, now):
                 break
             if total is not None and ltc.first_dirty_offset >= ltc.first_uncleanable_offset:
@@ -1074,13 +526,6 @@ class LogCleaner:
             self.last_stats = total
         return total
 
-    def _to_clean(self, log: Log, now: int, write: bool = True) -> LogToClean:
-        first_dirty, uncleanable, reset = cleanable_offsets(log, log.cleaner_checkpoint, now)
-        if reset and write:
-            log.checkpoint_cleaner_offset(first_dirty)
-        delay = max_compaction_delay(log, first_dirty, now)
-        return LogToClean.of(log, first_dirty, uncleanable, delay > 0)
-
     def _horizon_due(self, log: Log, ltc: LogToClean, now: int) -> bool:
         """Whether a batch in the clean section has a delete horizon that has passed since the
         log's last pass here (one that passed before it was already acted on: the batch is a
@@ -1088,13 +533,7 @@ class LogCleaner:
         key = str(log.directory)
         last_pass = self._last_pass.get(key, -1)
         if key not in self._horizons:
-            earliest = None
-            for segment in _segments_in(log, 0, ltc.first_dirty_offset):
-                for batch in segment.log.batches():
-                    horizon = batch.delete_horizon_ms
-                    if horizon is not None and horizon > last_pass and (earliest is None or horizon < earliest):
-                        earliest = horizon
-            self._horizons[key] = earliest
+            self._horizons[key] = earliest_delete_horizon(log, ltc.first_dirty_offset, last_pass)
         earliest = self._horizons[key]
         return earliest is not None and earliest <= now
 
@@ -1177,7 +616,7 @@ class LogCleaner:
             if log.closed or not log.config.compact:
                 continue
             try:
-                ltc = self._to_clean(log, now)
+                ltc = log_to_clean(log, now)
                 if ltc.total_bytes == 0:
                     continue
                 if (

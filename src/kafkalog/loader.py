@@ -35,8 +35,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from .checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    LeaderEpochCheckpointFile,
+    PartitionMetadataFile,
+)
 from .config import LogConfig
-from .errors import KafkalogError
+from .errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from .file_records import FileRecords
 from .filenames import (
     CLEANED_SUFFIX,
@@ -48,10 +54,11 @@ from .filenames import (
     TXN_INDEX_SUFFIX,
     log_file,
     offset_from_file,
-
 )
 from .leader_epoch import LeaderEpochFileCache
+from .logdir import remove_stray_tmp
 from .producer_state import ProducerStateManager
+from .record import MAGIC_V2
 from .segment import LogSegment
 from .segments import LogSegments
 
@@ -383,4 +390,55 @@ def load_log(
     rebuild_producer_state(
         producer_state, segments, log_start, log_end, now_ms, reload_from_clean_shutdown=had_clean_shutdown
     )
-    return LoadedLog(segments, log_start, recovery_point, log_end, recovered, truncated_total, deleted)
+    return LoadedLog(
+        segments=segments,
+        log_start_offset=log_start,
+        recovery_point=recovery_point,
+        log_end_offset=log_end,
+        recovered_segments=recovered,
+        truncated_bytes=truncated_total,
+        deleted_segments=deleted,
+    )
+
+
+def rebuild_leader_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], log_start_offset: int) -> None:
+    """Recreate the epoch history from batch headers (after a corrupt checkpoint)."""
+    entries = []
+    latest = -1
+    for segment in segments:
+        for batch in segment.log.batches():
+            epoch = batch.partition_leader_epoch
+            if batch.magic >= MAGIC_V2 and epoch > latest:
+                entries.append((epoch, batch.base_offset))
+                latest = epoch
+    cache.assign_all(entries)
+    cache.truncate_from_start(log_start_offset)
+
+
+def open_leader_epoch_cache(directory: Path) -> tuple[LeaderEpochFileCache, bool]:
+    """The partition's leader-epoch cache from its ``leader-epoch-checkpoint``, and whether it
+    must be rebuilt from the batches (:func:`rebuild_leader_epochs`): a corrupt checkpoint is
+    dropped rather than failing the load, as Kafka recreates it."""
+    epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
+    remove_stray_tmp(epoch_file.path)
+    try:
+        return LeaderEpochFileCache(epoch_file), False
+    except CorruptCheckpointError as e:
+        _log.warning("rebuilding corrupt leader epoch checkpoint %s: %s", epoch_file.path, e)
+        epoch_file.path.unlink(missing_ok=True)
+        return LeaderEpochFileCache(epoch_file), True
+
+
+def check_partition_metadata(directory: Path, topic_id: str) -> None:
+    """Write ``partition.metadata`` with ``topic_id`` if it has none.
+
+    Raises:
+        InvalidConfigError: it holds another topic id.
+    """
+    metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
+    if not metadata.exists():
+        metadata.write(topic_id)
+    elif metadata.read() != topic_id:
+        raise InvalidConfigError(
+            f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)
+        )

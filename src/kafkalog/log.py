@@ -4,329 +4,80 @@ A :class:`Log` owns the segments of one partition, its leader-epoch cache and it
 state, and keeps the log directory's checkpoint files up to date. A directory it writes is one a
 Kafka broker can load, and it opens directories Kafka brokers wrote.
 
-Files of the *log directory* (the partition directory's parent), shared by every partition in
-it, as a broker keeps them: ``recovery-point-offset-checkpoint`` and
-``log-start-offset-checkpoint`` (one line per partition), the clean-shutdown marker
-``.kafka_cleanshutdown`` and the ``.lock`` file a process holds while it has logs open there
-(so two processes never write one log directory).
+The log directory's shared files (checkpoints, clean-shutdown marker, ``.lock``) are
+:mod:`kafkalog.logdir`'s; background work runs on a :mod:`kafkalog.scheduler`.
 
 **Durability.** :meth:`Log.flush` fsyncs the segments up to the given offset, the producer
 snapshots and the directory, then moves the recovery point. Whatever a flush covered survives a
 kill at any instant: reopening validates everything after the recovery point and truncates only
 bytes that fail validation. Rolling flushes the finished segment in the background (as Kafka
 does), so the recovery point follows the rolls even when the flush policy never flushes.
-
-**The clean-shutdown marker.** It means "every log of this directory was closed cleanly", so
-recovery can be skipped. The first log opened in a directory removes it (durably) before
-anything is written; the last log closed writes it back only if the directory was clean when
-the process started or every partition in it was opened (and so recovered) by this process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import logging
 import os
-import random
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
-from .checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
-    PartitionMetadataFile,
-    PARTITION_METADATA,
-)
-from .compression import Compression
 from .config import LogConfig
-from .durable import fsync_dir, lock_directory
+from .durable import fsync_dir
 from .errors import (
-    CorruptCheckpointError,
     DuplicateSequenceError,
-    InvalidConfigError,
-    InvalidOffsetError,
-    KafkalogError,
-    LogClosedError,
     LogCleaningAbortedError,
+    LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
-    TruncatedRecordError,
-    UnexpectedAppendOffsetError,
 )
 from .file_records import FileRecords
-from .filenames import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    PARTITION_DIR,
-    SWAP_SUFFIX,
-    log_file,
-    offset_index_file,
-    parse_partition_dir,
-    time_index_file,
-    txn_index_file,
-)
-from .leader_epoch import LeaderEpochFileCache
-from .loader import load_log, rebuild_producer_state
-from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
-from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
-from .records import MemoryRecords, frame_entry, batch_class
-from .retention import RetentionPlan, plan_retention
+from .filenames import parse_partition_dir
 from .index import AbortedTxn
+from .loader import (
+    check_partition_metadata,
+    load_log,
+    open_leader_epoch_cache,
+    rebuild_leader_epochs,
+    rebuild_producer_state,
+)
+from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exports them)
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    LocalLog,
+    LogOffsetMetadata,
+    roll_jitter,
+)
+from .log_append import (
+    LogAppendInfo,
+    analyze_records,
+    assign_epochs,
+    prepare_follower_append,
+    prepare_leader_append,
+    source_compression,
+)
+from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
+from .producer_snapshot import sync_snapshot
+from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
+from .record import MAGIC_V2, RecordBatch
+from .records import MemoryRecords
+from .retention import RetentionPlan, plan_retention
+from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
-from .segments import LogSegments
-from .validator import validate_and_assign_offsets
 
 _log = logging.getLogger(__name__)
 
-#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-
-#: The log directory's clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``).
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _INT32_MAX = 2**31 - 1
-
-
-class LogOffsetMetadata(NamedTuple):
-    """An offset and where it is: its segment's base offset and the byte position in it."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-
-
-class LogAppendInfo(NamedTuple):
-    """What one append wrote (Kafka's ``LogAppendInfo``).
-
-    Attributes:
-        first_offset: offset of the first record (-1 when nothing was appended).
-        last_offset: offset of the last record.
-        max_timestamp: largest timestamp appended (the append time under LogAppendTime).
-        offset_of_max_timestamp: last offset of the batch holding it (-1 without timestamps).
-        log_append_time: the append time stamped, or -1 under CreateTime.
-        log_start_offset: the log start offset after the append.
-        valid_bytes: bytes written.
-        record_count: records written.
-        source_compression: the codec the producer used.
-        duplicate: the batch repeats one already in the log (an idempotent producer's retry):
-            nothing was written and the offsets are those of the original, as Kafka answers.
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    valid_bytes: int
-    record_count: int
-    source_compression: Compression
-    duplicate: bool = False
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# -- the log directory: lock file, checkpoints, clean-shutdown marker ------------------------------
-
-
-class _LogDir:
-    """Process-wide state of one log directory, shared by the logs open in it."""
-
-    _registry: dict[str, _LogDir] = {}
-    _registry_lock = threading.Lock()
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-        self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_OFFSET_CHECKPOINT)
-        self.log_starts = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
-        self.cleaner_offsets = OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT)
-        self.open_logs: set[tuple[str, int]] = set()
-        self.recovered: set[str] = set()  # partition directory names opened by this process
-        self._lock_fd: int | None = None
-        self.unclean = False
-        marker = path / CLEAN_SHUTDOWN_FILE
-        self.clean_at_start = marker.exists()
-
-    @classmethod
-    def acquire(cls, path: Path, tp: tuple[str, int]) -> _LogDir:
-        key = os.path.realpath(path)
-        with cls._registry_lock:
-            state = cls._registry.get(key)
-            if state is None:
-                state = cls(Path(key))
-                state._take_lock_file()
-                for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
-                    _remove_stray_tmp(file.path)  # a kill inside write_atomically
-                cls._registry[key] = state
-            if tp in state.open_logs:
-                raise KafkalogError(f"partition {tp[0]}-{tp[1]} is already open in this process", file=key)
-            state.open_logs.add(tp)
-            return state
-
-    def _take_lock_file(self) -> None:
-        self._lock_fd = lock_directory(
-            self.path, "the log directory is in use by another process (its .lock file is held)"
-        )
-
-    def consume_clean_marker(self) -> bool:
-        """Whether this directory was shut down cleanly; the marker goes (durably) the first
-        time, so that a crash from now on is never mistaken for a clean shutdown."""
-        marker = self.path / CLEAN_SHUTDOWN_FILE
-        with self.lock:
-            if marker.exists():
-                marker.unlink()
-                fsync_dir(self.path)
-        return self.clean_at_start
-
-    def read_offsets(self, tp: tuple[str, int]) -> tuple[int | None, int | None]:
-        """(recovery point, log start offset) checkpointed for ``tp``; a corrupt file reads as
-        empty (Kafka resets to 0 and recovers)."""
-        result = []
-        for file in (self.recovery_points, self.log_starts):
-            try:
-                result.append(file.read().get(tp))
-            except CorruptCheckpointError as e:
-                _log.warning("ignoring corrupt checkpoint %s: %s", file.path, e)
-                result.append(None)
-        return result[0], result[1]
-
-    def write_offset(self, file: OffsetCheckpointFile, tp: tuple[str, int], offset: int | None) -> None:
-        """Set (or with None remove) one partition's entry, keeping the others."""
-        with self.lock:
-            try:
-                entries = file.read()
-            except CorruptCheckpointError as e:
-                _log.warning("rewriting corrupt checkpoint %s: %s", file.path, e)
-                entries = {}
-            if offset is None:
-                if tp not in entries:
-                    return
-                entries.pop(tp)
-            elif entries.get(tp) == offset:
-                return
-            else:
-                entries[tp] = offset
-            file.write(entries)
-
-    def release(self, tp: tuple[str, int], directory_name: str, clean: bool) -> None:
-        with self._registry_lock:
-            self.open_logs.discard(tp)
-            if clean:
-                self.recovered.add(directory_name)
-            else:
-                self.recovered.discard(directory_name)
-                self.unclean = True  # a log that failed to close: no marker for the directory
-            if self.open_logs:
-                return
-            key = str(self.path)
-            if self._registry.get(key) is self:
-                del self._registry[key]
-            try:
-                if clean and not self.unclean and self._all_partitions_clean():
-                    marker = self.path / CLEAN_SHUTDOWN_FILE
-                    with open(marker, "wb") as f:
-                        f.write(b'{"version":0,"brokerEpoch":-1}')
-                        f.flush()
-                        os.fsync(f.fileno())
-                    fsync_dir(self.path)
-            finally:
-                if self._lock_fd is not None:
-                    os.close(self._lock_fd)  # releases the flock
-                    self._lock_fd = None
-
-    def _all_partitions_clean(self) -> bool:
-        if self.clean_at_start:
-            return True
-        for entry in os.scandir(self.path):
-            if entry.is_dir() and PARTITION_DIR.match(entry.name) and entry.name not in self.recovered:
-                return False
-        return True
-
-
-def _after_swap_step(step: str) -> None:
-    """Called between the steps of :meth:`Log.replace_segments`; crash tests replace it to
-    kill the process there."""
-
-
-def _remove_stray_tmp(path: Path) -> None:
-    """Delete ``<checkpoint>.tmp`` left by a kill during an atomic write (never read; Kafka
-    overwrites it at its next write, kafkalog removes it at once)."""
-    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-
-
-
-
-# -- background work: delayed deletions and the flush after a roll ---------------------------------
-
-
-class _Scheduler:
-    """One daemon thread running delayed tasks in due order (Kafka's ``KafkaScheduler``)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._tasks: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def schedule(self, delay_s: float, task: Callable[[], None]) -> None:
-        with self._cond:
-            stopped = self._stopped
-            if not stopped:
-                heapq.heappush(self._tasks, (time.monotonic() + delay_s, next(self._seq), task))
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                    self._thread.start()
-                self._cond.notify()
-        if stopped:  # closing: do it now
-            _run_logged(task)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped and (not self._tasks or self._tasks[0][0] > time.monotonic()):
-                    timeout = None if not self._tasks else self._tasks[0][0] - time.monotonic()
-                    self._cond.wait(timeout)
-                if self._stopped:
-                    return
-                _, _, task = heapq.heappop(self._tasks)
-            _run_logged(task)
-
-    def shutdown(self) -> None:
-        """Stop the thread and run every pending task now, in due order."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        while self._tasks:
-            _, _, task = heapq.heappop(self._tasks)
-            _run_logged(task)
-
-
-def _run_logged(task: Callable[[], None]) -> None:
-    try:
-        task()
-    except Exception:  # a background task must not kill the thread; it is logged instead
-        _log.exception("background log task failed")
 
 
 # -- the log -------------------------------------------------------------------------------------
@@ -397,7 +148,7 @@ class Log:
         self._lock = threading.RLock()
         self._closed = False
         self._tp = (topic, partition)
-        self._logdir = _LogDir.acquire(directory.parent, self._tp)
+        self._logdir = LogDir.acquire(directory.parent, self._tp)
         try:
             self._load(topic_id, producer_id_expiration_ms)
         except BaseException:
@@ -405,33 +156,13 @@ class Log:
             raise
         return self
 
-    def _jitter(self) -> int:
-        # Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms)).
-        bound = min(self.config.segment_jitter_ms, self.config.segment_ms)
-        return random.randrange(bound) if bound > 0 else 0
-
     def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None) -> None:
         directory = self.directory
         clean = self._logdir.consume_clean_marker()
         recovery_point, log_start = self._logdir.read_offsets(self._tp)
         if topic_id is not None:
-            metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
-            if not metadata.exists():
-                metadata.write(topic_id)
-            elif metadata.read() != topic_id:
-                raise InvalidConfigError(
-                    f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)
-                )
-        epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
-        _remove_stray_tmp(epoch_file.path)
-        rebuild_epochs = False
-        try:
-            self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
-        except CorruptCheckpointError as e:
-            _log.warning("rebuilding corrupt leader epoch checkpoint %s: %s", epoch_file.path, e)
-            epoch_file.path.unlink(missing_ok=True)
-            self.leader_epoch_cache = LeaderEpochFileCache(epoch_file)
-            rebuild_epochs = True
+            check_partition_metadata(directory, topic_id)
+        self.leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory)
         kwargs = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
         self.producer_state = ProducerStateManager(directory, **kwargs)
         loaded = load_log(
@@ -443,36 +174,26 @@ class Log:
             producer_state=self.producer_state,
             leader_epoch_cache=self.leader_epoch_cache,
             clock=self._clock,
-            jitter=self._jitter,
+            jitter=lambda: roll_jitter(self.config),
         )
         self._segments = loaded.segments
+        self._scheduler = Scheduler(f"kafkalog-{directory.name}")
+        self._local = LocalLog(directory, self.config, loaded.segments, clock=self._clock, scheduler=self._scheduler)
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self.load_stats = loaded._replace(segments=None)
         active = self._segments.last
-        self._end = LogOffsetMetadata(loaded.log_end_offset, active.base_offset, active.size)
+        self._end = LogOffsetMetadata(
+            offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size
+        )
         self._high_watermark: int | None = None
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
         self._truncations = 0  # bumped by every truncation; a flush racing one does not count
-        self._scheduler = _Scheduler(f"kafkalog-{directory.name}")
         if rebuild_epochs:
-            self._rebuild_leader_epochs()
+            rebuild_leader_epochs(self.leader_epoch_cache, self._segments.values(), self._log_start_offset)
         # Persist what loading decided, so a crash now does not recover the same bytes again.
         self._checkpoint_offsets()
-
-    def _rebuild_leader_epochs(self) -> None:
-        """Recreate the epoch history from batch headers (after a corrupt checkpoint)."""
-        entries = []
-        latest = -1
-        for segment in self._segments.values():
-            for batch in segment.log.batches():
-                epoch = batch.partition_leader_epoch
-                if batch.magic >= MAGIC_V2 and epoch > latest:
-                    entries.append((epoch, batch.base_offset))
-                    latest = epoch
-        self.leader_epoch_cache.assign_all(entries)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
 
     # -- facts -------------------------------------------------------------------------------
 
@@ -518,6 +239,11 @@ class Log:
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (a snapshot)."""
         return self._segments.values()
+
+    def log_segments(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """The segment holding ``from_offset`` and those after it that start before
+        ``to_offset`` (Kafka's ``logSegments(from, to)``; a snapshot)."""
+        return self._segments.values(from_offset, to_offset)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -598,9 +324,14 @@ class Log:
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
-        batches, valid = self._analyze(view, assign_offsets)
+        batches, valid = analyze_records(
+            view,
+            max_message_bytes=self.config.max_message_bytes,
+            assign_offsets=assign_offsets,
+            file=str(self.directory),
+        )
         if not batches:
-            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, Compression.NONE)
+            return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
             self._check_open()
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
@@ -608,33 +339,6 @@ class Log:
     def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches that already have offsets (``append(records, assign_offsets=False)``)."""
         return self.append(records, assign_offsets=False)
-
-    def _analyze(self, view: memoryview, assign_offsets: bool) -> tuple[list[RecordBatch], int]:
-        """Frame and CRC-check every batch, sizes against ``max.message.bytes`` (Kafka's
-        ``analyzeAndValidateRecords``); return the batches and the bytes they cover."""
-        max_size = self.config.max_message_bytes
-        path = str(self.directory)
-        batches: list[RecordBatch] = []
-        pos, end = 0, len(view)
-        while pos < end:
-            framed = frame_entry(view, pos, end - pos, file=path, position=pos)
-            if framed is None:
-                if assign_offsets:
-                    raise TruncatedRecordError(f"the append ends inside a batch ({end - pos} bytes)", file=path, position=pos)
-                break  # a follower's fetch response may end inside a batch
-            size, magic = framed
-            if size > max_size:
-                raise RecordTooLargeError(
-                    f"the record batch size in the append is {size} bytes which exceeds the maximum configured "
-                    f"value of {max_size} (max.message.bytes)",
-                    file=path,
-                    position=pos,
-                )
-            batch = batch_class(magic)(view, pos, position=pos, file=path)
-            batch.ensure_valid()
-            batches.append(batch)
-            pos += size
-        return batches, pos
 
     def _append_locked(
         self,
@@ -647,38 +351,29 @@ class Log:
     ) -> LogAppendInfo:
         now = self._clock()
         config = self.config
-        source = Compression.NONE
-        for batch in batches:
-            if batch.compression is not Compression.NONE:
-                source = batch.compression
+        source = source_compression(batches)
         if assign_offsets:
-            first_offset = self._end.offset
-            buf = bytearray(view[:valid])
-            # Re-frame over the private copy: offsets are rewritten in place there.
-            batches = [batch_class(b.magic)(buf, b.position, position=b.position, file=b.file) for b in batches]
-            result = validate_and_assign_offsets(
-                buf,
+            prepared = prepare_leader_append(
+                view[:valid],
                 batches,
-                first_offset=first_offset,
+                first_offset=self._end.offset,
                 config=config,
                 now_ms=now,
                 leader_epoch=leader_epoch,
                 from_client=origin is AppendOrigin.CLIENT,
             )
-            data = result.records
-            # Frame again: headers were rewritten (or the batch rebuilt) after the first framing.
-            batches = list(MemoryRecords(data).batches())
-            last_offset = result.next_offset - 1
-            max_ts, max_ts_offset = result.max_timestamp, result.offset_of_max_timestamp
-            # Kafka reports the append time under LogAppendTime whatever the magic (v0 stores none).
-            append_time = now if config.log_append_time else -1
         else:
-            data = view[:valid]
-            first_offset, last_offset = self._check_continues(batches)
-            max_ts, max_ts_offset, append_time = NO_TIMESTAMP, -1, -1
-            for batch in batches:
-                if batch.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = batch.max_timestamp, batch.last_offset
+            prepared = prepare_follower_append(
+                view[:valid],
+                batches,
+                log_end_offset=self._end.offset,
+                log_start_offset=self._log_start_offset,
+                partition=f"{self.topic}-{self.partition}",
+                file=str(self.directory),
+            )
+        data, batches = prepared.data, prepared.batches
+        first_offset, last_offset = prepared.first_offset, prepared.last_offset
+        max_ts, max_ts_offset = prepared.max_timestamp, prepared.offset_of_max_timestamp
         size = len(data)
         if size > config.segment_bytes:
             raise RecordTooLargeError(
@@ -691,24 +386,15 @@ class Log:
             analysis = self.producer_state.analyze_batches(batches, origin=origin)
         except DuplicateSequenceError as e:
             # An idempotent producer's retry: Kafka answers with the original's offsets.
-            return LogAppendInfo(
-                e.first_offset,
-                e.last_offset,
-                NO_TIMESTAMP,
-                -1,
-                getattr(e, "timestamp", -1),
-                self._log_start_offset,
-                0,
-                0,
-                source,
-                duplicate=True,
-            )
+            return LogAppendInfo.of_duplicate(e, log_start_offset=self._log_start_offset, source_compression=source)
         if assign_offsets:
             count = last_offset + 1 - first_offset
         else:
             count = sum(b.count if b.count is not None else len(b.records()) for b in batches)
-        segment = self._maybe_roll(size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now)
-        self._assign_epochs(batches)
+        segment = self._maybe_roll(
+            size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now
+        )
+        assign_epochs(self.leader_epoch_cache, batches)
         position = segment.size
         try:
             segment.append(
@@ -718,7 +404,7 @@ class Log:
                 offset_of_max_timestamp=max_ts_offset,
             )
         except OSError:
-            self._undo_append(segment, position)
+            self._local.undo_append(segment, position, self._end.offset)
             raise
         for info in analysis.append_infos:
             self.producer_state.update(info)
@@ -729,70 +415,11 @@ class Log:
             self.producer_state.complete_txn(completed)
         self.producer_state.update_map_end_offset(last_offset + 1)
         # Publish the new end last: readers read up to it.
-        self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
-        self._maybe_flush(now)
-        return LogAppendInfo(
-            first_offset,
-            last_offset,
-            max_ts,
-            max_ts_offset,
-            append_time,
-            self._log_start_offset,
-            size,
-            count,
-            source,
+        self._end = LogOffsetMetadata(
+            offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size
         )
-
-    def _undo_append(self, segment: LogSegment, position: int) -> None:
-        """Cut a failed write back off (disk full): the log stays as it was."""
-        try:
-            if segment.log.size_in_bytes > position:
-                segment.log.truncate_to(position)
-            fd = segment.log.fileno()
-            if not self.config.preallocate and os.fstat(fd).st_size > position:
-                os.ftruncate(fd, position)  # the part of a short write that did land
-            segment.offset_index.truncate_to(self._end.offset)
-            segment.time_index.truncate_to(self._end.offset)
-        except OSError:
-            _log.exception("could not undo a failed append to %s", segment.log.path)
-
-    def _check_continues(self, batches: list[RecordBatch]) -> tuple[int, int]:
-        """Kafka's follower checks: increasing offsets that start at or after the log end."""
-        end = self._end.offset
-        first = batches[0]
-        first_or_last = first.base_offset if first.magic >= MAGIC_V2 else first.last_offset
-        previous = -1
-        for batch in batches:
-            if batch.last_offset <= previous:
-                raise InvalidOffsetError(
-                    f"out of order offsets found in append to {self.topic}-{self.partition}: "
-                    f"{[b.last_offset for b in batches[:10]]}",
-                    file=batch.file,
-                    position=batch.position,
-                )
-            previous = batch.last_offset
-        if first_or_last < end:
-            raise UnexpectedAppendOffsetError(
-                f"unexpected offset in append to {self.topic}-{self.partition}: first offset or last offset of the "
-                f"first batch {first_or_last} is less than the next offset {end}; last offset in append "
-                f"{previous}; log start offset {self._log_start_offset}",
-                file=str(self.directory),
-            )
-        return (first.base_offset if first.magic >= MAGIC_V2 else first_or_last), previous
-
-    def _assign_epochs(self, batches: list[RecordBatch]) -> None:
-        """Record the epochs stamped on v2 batches; legacy batches clear the history (Kafka)."""
-        cache = self.leader_epoch_cache
-        for batch in batches:
-            if batch.magic >= MAGIC_V2:
-                epoch = batch.partition_leader_epoch
-                if epoch >= 0:
-                    latest = cache.latest_entry
-                    if latest is None or epoch != latest.epoch or batch.base_offset < latest.start_offset:
-                        cache.assign(epoch, batch.base_offset)
-            elif cache.non_empty:
-                _log.warning("clearing the leader epoch cache: appending a v%d message", batch.magic)
-                cache.clear_and_flush()
+        self._maybe_flush(now)
+        return prepared.append_info(log_start_offset=self._log_start_offset, record_count=count, source_compression=source)
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int, now: int) -> LogSegment:
         """Kafka's ``maybeRoll``."""
@@ -810,7 +437,10 @@ class Log:
     def _maybe_flush(self, now: int) -> None:
         """The flush policy: ``flush.messages`` unflushed records or ``flush.ms`` since the last flush."""
         config = self.config
-        if self._end.offset - self._recovery_point >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms:
+        if (
+            self._end.offset - self._recovery_point >= config.flush_messages
+            or now - self._last_flush_ms >= config.flush_ms
+        ):
             self.flush()
 
     # -- rolling -----------------------------------------------------------------------------
@@ -822,57 +452,24 @@ class Log:
             return self._roll(None)
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
-        """Kafka's ``UnifiedLog.roll`` and ``LocalLog.roll``."""
+        """Kafka's ``UnifiedLog.roll``: a new active segment, then a producer snapshot at its base
+        offset (so recovery can start there) and, in the background, a flush up to it."""
         end = self._end.offset
-        new_offset = max(expected_next_offset or 0, end)
-        active = self._segments.last
-        assert active is not None
-        if new_offset in self._segments:
-            if active.base_offset == new_offset and active.size == 0:
-                # KAFKA-6388: an empty active segment whose index is "full"; replace it.
-                _log.warning("rolling over the empty active segment at %d", new_offset)
-                new_segment = self._create_and_delete_segment(new_offset, active)
-            else:
-                raise KafkalogError(
-                    f"trying to roll a new log segment at {new_offset} while one already exists", file=str(self.directory)
-                )
-        elif new_offset < active.base_offset:
-            raise KafkalogError(
-                f"trying to roll a new log segment at {new_offset}, below the active segment's {active.base_offset}",
-                file=str(self.directory),
-            )
-        else:
-            self._delete_leftover_files(new_offset)
-            active.on_become_inactive()
-            new_segment = LogSegment.open(
-                self.directory, new_offset, self.config, roll_jitter_ms=self._jitter(), clock=self._clock
-            )
-            self._segments.add(new_segment)
-        self._end = LogOffsetMetadata(end, new_segment.base_offset, new_segment.size)
-        # A snapshot at the new segment's base offset, so recovery can start there (Kafka).
+        new_segment = self._local.roll(max(expected_next_offset or 0, end))
+        self._end = LogOffsetMetadata(
+            offset=end, segment_base_offset=new_segment.base_offset, position=new_segment.size
+        )
         self.producer_state.update_map_end_offset(new_segment.base_offset)
         snapshot = self.producer_state.take_snapshot(sync=False)
         base = new_segment.base_offset
         self._scheduler.schedule(0, lambda: self._flush_after_roll(snapshot, base))
         return new_segment
 
-    def _delete_leftover_files(self, base_offset: int) -> None:
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            path = self.directory / f"{base_offset:020d}{suffix}"
-            if path.exists():
-                _log.warning("newly rolled segment file %s already exists; deleting it first", path)
-                path.unlink()
-
     def _flush_after_roll(self, snapshot: Path | None, base_offset: int) -> None:
         if self._closed:
             return
         if snapshot is not None:
-            with contextlib.suppress(FileNotFoundError):
-                fd = os.open(snapshot, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            sync_snapshot(snapshot)
         self.flush(base_offset)
 
     # -- flushing ----------------------------------------------------------------------------
@@ -893,13 +490,7 @@ class Log:
                 return
             generation = self._truncations
             segments = self._segments.values(self._recovery_point, offset)
-        for segment in segments:
-            try:
-                segment.flush()
-            except LogClosedError:
-                # Deleted meanwhile (retention or truncation): nothing of it is left to flush.
-                continue
-        fsync_dir(self.directory)
+        self._local.flush(segments)
         with self._lock:
             if self._closed or generation != self._truncations or offset <= self._recovery_point:
                 return
@@ -941,47 +532,13 @@ class Log:
         """
         self._check_open()
         end = self._end
-        segments = self._segments
         if offset < self._log_start_offset or offset > end.offset:
             raise OffsetOutOfRangeError(
                 f"received request for offset {offset} of {self.topic}-{self.partition}, but the log holds "
                 f"[{self._log_start_offset}, {end.offset})",
                 file=str(self.directory),
             )
-        limit = end if max_offset is None or max_offset >= end.offset else self._offset_metadata(max_offset, segments)
-        if offset >= limit.offset:
-            return self._empty_read(segments)
-        segment = segments.floor(offset)
-        while segment is not None:
-            if segment.base_offset < limit.segment_base_offset:
-                max_position = segment.size
-            elif segment.base_offset == limit.segment_base_offset:
-                max_position = limit.position
-            else:
-                break
-            records = segment.read(offset, max_bytes, max_position, min_one_message)
-            if records is not None:
-                return records
-            segment = segments.higher(segment.base_offset)
-        return self._empty_read(segments)
-
-    def _empty_read(self, segments: LogSegments) -> FileRecords:
-        active = segments.last
-        assert active is not None
-        return active.log.slice(0, 0)
-
-    def _offset_metadata(self, offset: int, segments: LogSegments) -> LogOffsetMetadata:
-        """Where ``offset`` is: the position of the batch holding it."""
-        segment = segments.floor(offset)
-        if segment is None:
-            return LogOffsetMetadata(offset, offset, 0)
-        found = segment.translate_offset(offset)
-        if found is None:
-            higher = segments.higher(segment.base_offset)
-            if higher is not None:
-                return LogOffsetMetadata(offset, higher.base_offset, 0)
-            return LogOffsetMetadata(offset, segment.base_offset, segment.size)
-        return LogOffsetMetadata(offset, segment.base_offset, found.position)
+        return self._local.read(offset, max_bytes, end=end, max_offset=max_offset, min_one_message=min_one_message)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets answer for ``timestamp``: the first record at or after it, or one
@@ -993,42 +550,12 @@ class Log:
             ValueError: a negative timestamp that is none of the special values.
         """
         self._check_open()
-        cache = self.leader_epoch_cache
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            start = self._log_start_offset
-            earliest = cache.earliest_entry
-            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= start else None
-            return TimestampAndOffset(NO_TIMESTAMP, start, epoch)
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, self._end.offset, cache.latest_epoch)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
-            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)  # no tiered storage
-        segments = self._segments.values()
-        if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset(segments)
-        if timestamp < 0:
-            raise ValueError(f"invalid ListOffsets timestamp {timestamp}")
-        for segment in segments:
-            # Kafka: the first segment whose largest timestamp (or mtime without one) reaches it.
-            if segment.largest_timestamp >= timestamp:
-                return segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-        return None
-
-    def _max_timestamp_offset(self, segments: list[LogSegment]) -> TimestampAndOffset | None:
-        """Kafka 3.8's MAX_TIMESTAMP: the first record holding the largest timestamp."""
-        best = max(segments, key=lambda s: s.max_timestamp_so_far)
-        ts = best.max_timestamp_so_far
-        if ts < 0:
-            return None
-        position = best.offset_index.lookup(best.offset_of_max_timestamp_so_far).position
-        for batch in best.log.slice(position).batches():
-            if batch.max_timestamp == ts and batch.magic > 0:
-                for record in batch.records():
-                    if record.timestamp == ts:
-                        epoch = batch.partition_leader_epoch
-                        return TimestampAndOffset(ts, record.offset, epoch if epoch >= 0 else None)
-                return None
-        return None
+        return self._local.fetch_offset_by_timestamp(
+            timestamp,
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._end.offset,
+            cache=self.leader_epoch_cache,
+        )
 
     # -- truncation --------------------------------------------------------------------------
 
@@ -1054,17 +581,8 @@ class Log:
                 self._truncate_fully(offset, offset)
                 return True
             self._truncations += 1
-            doomed = [s for s in self._segments.values() if s.base_offset > offset]
-            self._remove_and_delete_segments(doomed)
-            active = self._segments.last
-            assert active is not None
-            active.truncate_to(offset)
-            active.resize_indexes(self.config.segment_index_bytes)
+            self._delete_producer_snapshots(self._local.truncate_to(offset))
             self._set_end(offset)
-            for segment in doomed:
-                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
-                if path is not None:
-                    self._schedule_unlink([path])
             self.leader_epoch_cache.truncate_from_end(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
@@ -1084,7 +602,7 @@ class Log:
     def _set_end(self, offset: int) -> None:
         active = self._segments.last
         assert active is not None
-        self._end = LogOffsetMetadata(offset, active.base_offset, active.size)
+        self._end = LogOffsetMetadata(offset=offset, segment_base_offset=active.base_offset, position=active.size)
         if self._recovery_point > offset:
             self._recovery_point = offset
 
@@ -1098,10 +616,8 @@ class Log:
 
     def _truncate_fully(self, offset: int, log_start: int) -> None:
         self._truncations += 1
-        segments = self._segments.values()
-        self._remove_and_delete_segments(segments[:-1])
-        self._create_and_delete_segment(offset, segments[-1])
-        self._end = LogOffsetMetadata(offset, offset, 0)
+        self._local.truncate_fully_and_start_at(offset)
+        self._end = LogOffsetMetadata(offset=offset, segment_base_offset=offset, position=0)
         self._recovery_point = offset
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully_and_start_at(offset)
@@ -1111,50 +627,13 @@ class Log:
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
 
-    def _create_and_delete_segment(self, offset: int, old: LogSegment) -> LogSegment:
-        """Kafka's ``createAndDeleteSegment``: the new segment exists before the old one goes."""
-        if offset == old.base_offset:
-            old.change_file_suffixes("", DELETED_SUFFIX)
-        new = LogSegment.open(self.directory, offset, self.config, roll_jitter_ms=self._jitter(), clock=self._clock)
-        self._segments.add(new)
-        if offset != old.base_offset:
-            self._segments.remove(old.base_offset)
-        self._delete_segment_files([old])
-        return new
-
-    def _remove_and_delete_segments(self, doomed: list[LogSegment]) -> None:
-        for segment in doomed:
-            self._segments.remove(segment.base_offset)
-        self._delete_segment_files(doomed)
-
-    def _delete_segment_files(self, doomed: list[LogSegment]) -> None:
-        """Rename to ``.deleted`` now, delete after ``file.delete.delay.ms`` (Kafka's
-        ``deleteSegmentFiles``)."""
-        for segment in doomed:
-            if not segment.log.path.endswith(DELETED_SUFFIX):
-                segment.change_file_suffixes("", DELETED_SUFFIX)
-        if doomed:
-            fsync_dir(self.directory)
-
-        def delete() -> None:
-            for segment in doomed:
-                segment.delete_if_exists()
-
-        self._schedule_delete(delete)
-
-    def _schedule_unlink(self, paths: list[Path]) -> None:
-        def delete() -> None:
-            for path in paths:
-                path.unlink(missing_ok=True)
-
-        self._schedule_delete(delete)
-
-    def _schedule_delete(self, task: Callable[[], None]) -> None:
-        delay = self.config.file_delete_delay_ms
-        if delay == 0:
-            task()
-        else:
-            self._scheduler.schedule(delay / 1000.0, task)
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        """The producer snapshots at the base offsets of deleted ``segments`` go with them
+        (renamed ``.deleted`` now, removed after ``file.delete.delay.ms``)."""
+        paths = [self.producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset) for s in segments]
+        paths = [path for path in paths if path is not None]
+        if paths:
+            self._local.schedule_unlink(paths)
 
     # -- log start offset and retention ------------------------------------------------------
 
@@ -1220,15 +699,16 @@ class Log:
                     doomed = doomed[:-1]
             doomed = [s for s in doomed if s is not None]
             for d in plan.deletions:
-                _log.info("deleting segment %d of %s-%s: %s (%s)", d.base_offset, self.topic, self.partition, d.reason, d.detail)
-            self._remove_and_delete_segments(doomed)  # type: ignore[arg-type]
-            snapshots = []
-            for segment in doomed:
-                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
-                if path is not None:
-                    snapshots.append(path)
-            if snapshots:
-                self._schedule_unlink(snapshots)
+                _log.info(
+                    "deleting segment %d of %s-%s: %s (%s)",
+                    d.base_offset,
+                    self.topic,
+                    self.partition,
+                    d.reason,
+                    d.detail,
+                )
+            self._local.remove_and_delete_segments(doomed)  # type: ignore[arg-type]
+            self._delete_producer_snapshots(doomed)  # type: ignore[arg-type]
             self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
             return plan
 
@@ -1244,11 +724,7 @@ class Log:
     def cleaner_checkpoint(self) -> int | None:
         """The first dirty offset checkpointed in the log directory's
         ``cleaner-offset-checkpoint`` (None when absent or unreadable)."""
-        try:
-            return self._logdir.cleaner_offsets.read().get(self._tp)
-        except CorruptCheckpointError as e:
-            _log.warning("ignoring corrupt checkpoint %s: %s", self._logdir.cleaner_offsets.path, e)
-            return None
+        return self._logdir.read_offset(self._logdir.cleaner_offsets, self._tp)
 
     def checkpoint_cleaner_offset(self, offset: int | None) -> None:
         """Record the first dirty offset in ``cleaner-offset-checkpoint`` (None removes it)."""
@@ -1257,19 +733,7 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``, from the
         segments' transaction indexes (Kafka's ``collectAbortedTransactions``)."""
-        segments = self._segments
-        first = segments.floor(start_offset) or segments.first
-        found: list[AbortedTxn] = []
-        if first is None:
-            return found
-        # Every later segment too, until one index says it is complete: a transaction is
-        # indexed in the segment of its marker, which may lie past ``upper_bound_offset``.
-        for segment in segments.values(first.base_offset):
-            txns, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
-            found.extend(txns)
-            if complete:
-                break
-        return found
+        return self._local.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def last_records_of_active_producers(self) -> dict[int, LastRecord]:
         """Per active producer, its last data offset and epoch: batches the cleaner must keep
@@ -1281,21 +745,11 @@ class Log:
         """A new, empty segment whose files end in ``.cleaned`` (Kafka's
         ``createNewCleanedSegment``); stale ``.cleaned`` files of that offset go first."""
         self._check_open()
-        for path in (
-            log_file(self.directory, base_offset, CLEANED_SUFFIX),
-            offset_index_file(self.directory, base_offset, CLEANED_SUFFIX),
-            time_index_file(self.directory, base_offset, CLEANED_SUFFIX),
-            txn_index_file(self.directory, base_offset, CLEANED_SUFFIX),
-        ):
-            path.unlink(missing_ok=True)
-        return LogSegment.open(self.directory, base_offset, self.config, suffix=CLEANED_SUFFIX, clock=self._clock)
+        return self._local.create_cleaned_segment(base_offset)
 
     def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment], *, truncations: int) -> None:
-        """Swap a flushed ``.cleaned`` segment in for ``old_segments`` (Kafka's
-        ``replaceSegments``), crash-safely: rename it ``.swap``; rename the old segments
-        ``.deleted`` (their files go after ``file.delete.delay.ms``); rename the ``.swap``
-        files into place. A crash between any two steps loads as the old segments (before
-        the ``.swap`` rename is durable) or the new one (after): see :mod:`kafkalog.loader`.
+        """Swap a flushed ``.cleaned`` segment in for ``old_segments``, crash-safely (Kafka's
+        ``replaceSegments``; the steps are :meth:`kafkalog.local_log.LocalLog.replace_segments`'s).
 
         Raises:
             LogCleaningAbortedError: the log was truncated since ``truncations`` was read, or
@@ -1304,41 +758,15 @@ class Log:
         with self._lock:
             if self._closed:
                 raise LogCleaningAbortedError("the log was closed during cleaning", file=str(self.directory))
-            if truncations != self._truncations or any(self._segments.get(s.base_offset) is not s for s in old_segments):
+            if truncations != self._truncations or any(
+                self._segments.get(s.base_offset) is not s for s in old_segments
+            ):
                 raise LogCleaningAbortedError(
                     "the log was truncated or lost segments during cleaning", file=str(self.directory)
                 )
             if self._segments.last in old_segments:
                 raise ValueError("the active segment cannot be replaced")
-            new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-            fsync_dir(self.directory)
-            _after_swap_step("swap")
-            self._segments.add(new_segment)
-            removed = []
-            for segment in old_segments:
-                if segment.base_offset != new_segment.base_offset:
-                    self._segments.remove(segment.base_offset)
-                    removed.append(segment)
-                segment.change_file_suffixes("", DELETED_SUFFIX)
-                _after_swap_step("deleted")
-            fsync_dir(self.directory)
-            _after_swap_step("all-deleted")
-            new_segment.change_file_suffixes(SWAP_SUFFIX, "")
-            fsync_dir(self.directory)
-            _after_swap_step("done")
-
-            def delete() -> None:
-                for segment in old_segments:
-                    segment.delete_if_exists()
-
-            self._schedule_delete(delete)
-            snapshots = []
-            for segment in removed:
-                path = self.producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
-                if path is not None:
-                    snapshots.append(path)
-            if snapshots:
-                self._schedule_unlink(snapshots)
+            self._delete_producer_snapshots(self._local.replace_segments(new_segment, old_segments))
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -1378,8 +806,6 @@ class Log:
                 self._closed = True
                 self._segments.close()
                 self._logdir.release(self._tp, self.directory.name, clean=False)
-            self._logdir.write_offset(self._logdir.recovery_points, self._tp, None)
-            self._logdir.write_offset(self._logdir.log_starts, self._tp, None)
-            self._logdir.write_offset(self._logdir.cleaner_offsets, self._tp, None)
+            self._logdir.forget(self._tp)
             shutil.rmtree(self.directory, ignore_errors=True)
             fsync_dir(self.directory.parent)

@@ -24,22 +24,8 @@ Validation depends on where the batch comes from (:class:`AppendOrigin`, Kafka's
 | coordinator epoch of a marker not older | raise | raise | log, apply |
 | no non-transactional data while a transaction is open | raise | raise | raise |
 
-Snapshot file ``<20-digit offset>.snapshot`` (Kafka's ``ProducerSnapshot`` message, version 1;
-big-endian):
-
-| field | type | byte |
-|---|---|---|
-| version (1) | int16 | 0 |
-| crc (CRC-32C of byte 6 to the end) | uint32 | 2 |
-| entry count | int32 | 6 |
-| entries | 46 bytes each | 10 |
-
-Each entry: ``ProducerId int64, Epoch int16, LastSequence int32, LastOffset int64,
-OffsetDelta int32, Timestamp int64, CoordinatorEpoch int32, CurrentTxnFirstOffset int64``. An
-entry holds only the producer's *last* batch (LastOffset -1, LastSequence -1, OffsetDelta 0 when
-it has none) and CurrentTxnFirstOffset -1 when no transaction is open. An empty snapshot is 10
-bytes. Entries are written in the order Kafka 3.5+'s ``java.util.HashMap`` iterates them (see
-:func:`snapshot_order`), so a snapshot of the same history is byte-identical to a broker's.
+The entries are :mod:`kafkalog.producer_entry`'s; the snapshot file format is
+:mod:`kafkalog.producer_snapshot`'s.
 
 Not thread-safe: the partition log serialises every call.
 """
@@ -49,16 +35,13 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import struct
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
-from .crc import crc32c
-from .durable import fsync_dir
+from .durable import TMP_SUFFIX
 from .errors import (
     CorruptCheckpointError,
     DuplicateSequenceError,
@@ -69,35 +52,37 @@ from .errors import (
     OutOfOrderSequenceError,
 )
 from .filenames import DELETED_SUFFIX, SNAPSHOT_SUFFIX, snapshot_file
+from .producer_entry import (  # noqa: F401 (NUM_BATCHES_TO_RETAIN: importable here too)
+    NUM_BATCHES_TO_RETAIN,
+    BatchMetadata,
+    ProducerStateEntry,
+    in_sequence,
+    next_sequence,
+)
+from .producer_snapshot import (  # noqa: F401 (the layout and codec: importable here too)
+    SNAPSHOT_ENTRY,
+    SNAPSHOT_HEADER,
+    SNAPSHOT_VERSION,
+    HashMapShape,
+    decode_snapshot,
+    encode_snapshot,
+    read_snapshot,
+    snapshot_order,
+    write_snapshot,
+)
 from .record import (
     MAGIC_V2,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    NO_TIMESTAMP,
     ControlRecordType,
     RecordBatch,
 )
 
 _log = logging.getLogger(__name__)
 
-#: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
-NUM_BATCHES_TO_RETAIN = 5
 #: ``producer.id.expiration.ms`` default: one day.
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-_INT32_MAX = 0x7FFFFFFF
-
-SNAPSHOT_VERSION = 1
-SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
-assert SNAPSHOT_HEADER.size == 10
-SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-assert SNAPSHOT_ENTRY.size == 46
-_CRC_OFFSET = 2
-#: The CRC covers everything from the entry count on (Kafka's ``PRODUCER_ENTRIES_OFFSET``).
-_ENTRIES_OFFSET = 6
-_COUNT_OFFSET = 6
-_TMP_SUFFIX = ".tmp"
-
 
 class TransactionCoordinatorFencedError(InvalidTxnStateError):
     """An end-transaction marker from a coordinator epoch older than the last one seen for the
@@ -113,31 +98,6 @@ class AppendOrigin(Enum):
     COORDINATOR = "coordinator"
     #: A follower copying the leader, or the log loading itself: nothing but transaction state.
     REPLICATION = "replication"
-
-
-def _decrement_sequence(sequence: int, decrement: int) -> int:
-    """``sequence - decrement``, wrapping below 0 to 2**31-1 (Kafka's ``decrementSequence``)."""
-    if sequence < decrement:
-        return _INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
-
-
-class BatchMetadata(NamedTuple):
-    """One appended batch as a producer entry remembers it (Kafka's ``BatchMetadata``)."""
-
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @property
-    def first_seq(self) -> int:
-        """The batch's base sequence (wrapping as sequences do)."""
-        return _decrement_sequence(self.last_seq, self.offset_delta)
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
 
 
 class CompletedTxn(NamedTuple):
@@ -164,174 +124,6 @@ class LastRecord(NamedTuple):
 
     last_data_offset: int | None
     producer_epoch: int
-
-
-class ProducerStateEntry:
-    """What the log knows of one producer id (Kafka's ``ProducerStateEntry``).
-
-    Read through its properties; only the manager and :class:`ProducerAppendInfo` change an
-    entry. ``current_txn_first_offset`` is None when no transaction is open (written as -1).
-    """
-
-    __slots__ = ("_producer_id", "_producer_epoch", "_coordinator_epoch", "_last_timestamp", "_txn_first", "_batches")
-
-    def __init__(
-        self,
-        producer_id: int,
-        producer_epoch: int = NO_PRODUCER_EPOCH,
-        coordinator_epoch: int = -1,
-        last_timestamp: int = NO_TIMESTAMP,
-        current_txn_first_offset: int | None = None,
-        batch_metadata: Iterable[BatchMetadata] = (),
-    ) -> None:
-        self._producer_id = producer_id
-        self._producer_epoch = producer_epoch
-        self._coordinator_epoch = coordinator_epoch
-        self._last_timestamp = last_timestamp
-        self._txn_first = current_txn_first_offset
-        self._batches: deque[BatchMetadata] = deque(batch_metadata, maxlen=NUM_BATCHES_TO_RETAIN)
-
-    @classmethod
-    def empty(cls, producer_id: int) -> ProducerStateEntry:
-        """An entry with no epoch, no batches and no transaction."""
-        return cls(producer_id)
-
-    # -- read-only view ------------------------------------------------------------------------
-
-    @property
-    def producer_id(self) -> int:
-        return self._producer_id
-
-    @property
-    def producer_epoch(self) -> int:
-        return self._producer_epoch
-
-    @property
-    def coordinator_epoch(self) -> int:
-        """Epoch of the coordinator that wrote the producer's last marker (-1: none yet)."""
-        return self._coordinator_epoch
-
-    @property
-    def last_timestamp(self) -> int:
-        """Max timestamp of the last data batch, or the timestamp of the last marker."""
-        return self._last_timestamp
-
-    @property
-    def current_txn_first_offset(self) -> int | None:
-        """First offset of the producer's open transaction, or None."""
-        return self._txn_first
-
-    @property
-    def batch_metadata(self) -> tuple[BatchMetadata, ...]:
-        """The last (at most 5) batches, oldest first."""
-        return tuple(self._batches)
-
-    @property
-    def is_empty(self) -> bool:
-        """True when no batch is remembered."""
-        return not self._batches
-
-    @property
-    def first_seq(self) -> int:
-        return self._batches[0].first_seq if self._batches else NO_SEQUENCE
-
-    @property
-    def last_seq(self) -> int:
-        return self._batches[-1].last_seq if self._batches else NO_SEQUENCE
-
-    @property
-    def first_data_offset(self) -> int:
-        return self._batches[0].first_offset if self._batches else -1
-
-    @property
-    def last_data_offset(self) -> int:
-        return self._batches[-1].last_offset if self._batches else -1
-
-    @property
-    def last_offset_delta(self) -> int:
-        return self._batches[-1].offset_delta if self._batches else 0
-
-    def find_duplicate_batch(self, batch: RecordBatch) -> BatchMetadata | None:
-        """The remembered batch ``batch`` duplicates (same epoch, same sequence range), if any."""
-        if batch.producer_epoch != self._producer_epoch:
-            return None
-        return self.batch_with_sequence_range(batch.base_sequence, batch.last_sequence)
-
-    def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        """The remembered batch with exactly this sequence range, if any."""
-        for meta in self._batches:
-            if meta.last_seq == last_seq and meta.first_seq == first_seq:
-                return meta
-        return None
-
-    # -- mutation (manager and append info only) -----------------------------------------------
-
-    def _copy_without_batches(self, producer_id: int) -> ProducerStateEntry:
-        """Kafka's ``withProducerIdAndBatchMetadata(producerId, empty)``."""
-        return ProducerStateEntry(
-            producer_id, self._producer_epoch, self._coordinator_epoch, self._last_timestamp, self._txn_first
-        )
-
-    def _maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
-        """A new epoch forgets the remembered batches (their sequences belong to the old one)."""
-        if self._producer_epoch != producer_epoch:
-            self._batches.clear()
-            self._producer_epoch = producer_epoch
-            return True
-        return False
-
-    def _add_batch(
-        self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int
-    ) -> None:
-        self._maybe_update_producer_epoch(producer_epoch)
-        self._batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))  # maxlen drops the oldest
-        self._last_timestamp = timestamp
-
-    def _update(
-        self,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        last_timestamp: int,
-        batches: Iterable[BatchMetadata] = (),
-        current_txn_first_offset: int | None = None,
-    ) -> None:
-        self._maybe_update_producer_epoch(producer_epoch)
-        self._batches.extend(batches)
-        self._coordinator_epoch = coordinator_epoch
-        self._txn_first = current_txn_first_offset
-        self._last_timestamp = last_timestamp
-
-    def _update_from(self, other: ProducerStateEntry) -> None:
-        """Take ``other``'s state, appending its batches to ours (Kafka's ``update(nextEntry)``)."""
-        self._update(
-            other._producer_epoch, other._coordinator_epoch, other._last_timestamp, other._batches, other._txn_first
-        )
-
-    # -- values --------------------------------------------------------------------------------
-
-    def _key(self) -> tuple:
-        return (
-            self._producer_id,
-            self._producer_epoch,
-            self._coordinator_epoch,
-            self._last_timestamp,
-            self._txn_first,
-            tuple(self._batches),
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ProducerStateEntry):
-            return NotImplemented
-        return self._key() == other._key()
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return (
-            f"ProducerStateEntry(producer_id={self._producer_id}, producer_epoch={self._producer_epoch}, "
-            f"current_txn_first_offset={self._txn_first}, coordinator_epoch={self._coordinator_epoch}, "
-            f"last_timestamp={self._last_timestamp}, batch_metadata={list(self._batches)})"
-        )
 
 
 class ProducerAppendInfo:
@@ -394,11 +186,11 @@ class ProducerAppendInfo:
             last_seq = NO_SEQUENCE
         # With no known epoch (all the producer's records were removed by retention or
         # DeleteRecords) any sequence is accepted.
-        if current.producer_epoch != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, first_seq):
+        if current.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"out of order sequence number for producer {self.producer_id} at offset {offset}: "
                 f"{first_seq} (incoming seq. number), {last_seq} (current end sequence number); "
-                f"expected {_next_sequence(last_seq)}"
+                f"expected {next_sequence(last_seq)}"
             )
 
     def _check_coordinator_epoch(self, coordinator_epoch: int, offset: int) -> None:
@@ -472,7 +264,7 @@ class ProducerAppendInfo:
             )
         if open_txn is None and is_transactional:
             updated._txn_first = first_offset
-            self._transactions.append(TxnMetadata(self.producer_id, first_offset))
+            self._transactions.append(TxnMetadata(producer_id=self.producer_id, first_offset=first_offset))
 
     def append_end_txn_marker(
         self,
@@ -495,7 +287,12 @@ class ProducerAppendInfo:
         open_txn = updated.current_txn_first_offset
         completed = None
         if open_txn is not None:
-            completed = CompletedTxn(self.producer_id, open_txn, offset, control_type == ControlRecordType.ABORT)
+            completed = CompletedTxn(
+                producer_id=self.producer_id,
+                first_offset=open_txn,
+                last_offset=offset,
+                is_aborted=control_type == ControlRecordType.ABORT,
+            )
         updated._update(producer_epoch, coordinator_epoch, timestamp)
         return completed
 
@@ -509,195 +306,12 @@ class ProducerAppendInfo:
         )
 
 
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
-
-
-def _next_sequence(last_seq: int) -> int:
-    return 0 if last_seq == _INT32_MAX else last_seq + 1
-
-
 class ProducerStateUpdate(NamedTuple):
     """What :meth:`ProducerStateManager.analyze_batches` found: one append info per producer (to
     pass to :meth:`ProducerStateManager.update`) and the transactions the markers completed."""
 
     append_infos: tuple[ProducerAppendInfo, ...]
     completed_txns: tuple[CompletedTxn, ...]
-
-
-# -- snapshot encoding ----------------------------------------------------------------------------
-
-
-def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
-    """A snapshot file's bytes holding ``entries`` in the given order (Kafka's ``writeSnapshot``)."""
-    body = bytearray(SNAPSHOT_HEADER.size)
-    count = 0
-    for e in entries:
-        txn = e.current_txn_first_offset
-        body += SNAPSHOT_ENTRY.pack(
-            e.producer_id,
-            e.producer_epoch,
-            e.last_seq,
-            e.last_data_offset,
-            e.last_offset_delta,
-            e.last_timestamp,
-            e.coordinator_epoch,
-            -1 if txn is None else txn,
-        )
-        count += 1
-    struct.pack_into(">i", body, _COUNT_OFFSET, count)
-    crc = crc32c(memoryview(body)[_ENTRIES_OFFSET:])
-    struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
-    return bytes(body)
-
-
-def decode_snapshot(data: bytes | bytearray | memoryview, *, file: str | None = None) -> list[ProducerStateEntry]:
-    """The entries of a snapshot file's bytes (Kafka's ``readSnapshot``), in file order.
-
-    An entry with LastOffset >= 0 remembers one batch; CurrentTxnFirstOffset >= 0 is an open
-    transaction.
-
-    Raises:
-        CorruptCheckpointError: an unknown version, a file shorter than its header or than its
-            entry count needs, a negative count, bytes after the last entry, or a CRC mismatch;
-            the error names the file and the byte position.
-    """
-    size = len(data)
-
-    def corrupt(reason: str, position: int) -> CorruptCheckpointError:
-        return CorruptCheckpointError(f"producer snapshot: {reason}", file=file, position=position)
-
-    if size < 2:
-        raise corrupt(f"truncated: {size} bytes, the 2-byte version is incomplete", size)
-    (version,) = struct.unpack_from(">h", data, 0)
-    if version != SNAPSHOT_VERSION:
-        raise corrupt(f"unknown snapshot version {version} (expected {SNAPSHOT_VERSION})", 0)
-    if size < SNAPSHOT_HEADER.size:
-        raise corrupt(f"truncated: {size} bytes, the header needs {SNAPSHOT_HEADER.size}", size)
-    _, stored_crc, count = SNAPSHOT_HEADER.unpack_from(data, 0)
-    if count < 0:
-        raise corrupt(f"negative entry count {count}", _COUNT_OFFSET)
-    expected = SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size
-    if size < expected:
-        whole = (size - SNAPSHOT_HEADER.size) // SNAPSHOT_ENTRY.size
-        raise corrupt(
-            f"truncated: {count} entries need {expected} bytes, the file has {size} "
-            f"(entry {whole} is incomplete)",
-            SNAPSHOT_HEADER.size + whole * SNAPSHOT_ENTRY.size,
-        )
-    if size > expected:
-        raise corrupt(
-            f"{size - expected} bytes after the {count} entries the count declares ({expected} bytes)", expected
-        )
-    computed = crc32c(memoryview(data)[_ENTRIES_OFFSET:])
-    if computed != stored_crc:
-        raise corrupt(f"CRC is no longer valid: stored crc {stored_crc}, computed crc {computed}", _CRC_OFFSET)
-    entries = []
-    for pos in range(SNAPSHOT_HEADER.size, expected, SNAPSHOT_ENTRY.size):
-        pid, epoch, last_seq, last_offset, delta, ts, coord, txn = SNAPSHOT_ENTRY.unpack_from(data, pos)
-        batches = (BatchMetadata(last_seq, last_offset, delta, ts),) if last_offset >= 0 else ()
-        entries.append(ProducerStateEntry(pid, epoch, coord, ts, txn if txn >= 0 else None, batches))
-    return entries
-
-
-def read_snapshot(path: str | os.PathLike) -> list[ProducerStateEntry]:
-    """Read a snapshot file (see :func:`decode_snapshot`).
-
-    Raises:
-        CorruptCheckpointError: the file is malformed (the message names it and the position).
-        OSError: it cannot be read.
-    """
-    return decode_snapshot(Path(path).read_bytes(), file=str(path))
-
-
-def write_snapshot(path: str | os.PathLike, entries: Iterable[ProducerStateEntry], *, sync: bool = True) -> None:
-    """Write ``entries`` as a snapshot file, atomically: ``<path>.tmp`` is written (and with
-    ``sync`` fsynced), renamed over ``path`` and the directory fsynced, so a crash leaves either
-    no file or a whole one. (Kafka writes the file in place; a torn one is caught by its CRC.)"""
-    target = Path(path)
-    tmp = target.with_name(target.name + _TMP_SUFFIX)
-    data = encode_snapshot(entries)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync:
-        fsync_dir(target.parent)
-
-
-
-
-# -- java.util.HashMap's iteration order ----------------------------------------------------------
-
-_HASHMAP_INITIAL_CAPACITY = 16
-_HASHMAP_TREEIFY_THRESHOLD = 8
-_HASHMAP_MIN_TREEIFY_CAPACITY = 64
-
-
-def _hashmap_bucket(producer_id: int, capacity: int) -> int:
-    """The bucket of a ``Long`` key: ``Long.hashCode`` spread by ``h ^ (h >>> 16)``."""
-    v = producer_id & 0xFFFF_FFFF_FFFF_FFFF
-    h = (v ^ (v >> 32)) & 0xFFFF_FFFF
-    return (h ^ (h >> 16)) & (capacity - 1)
-
-
-def snapshot_order(producer_ids: Sequence[int], capacity: int) -> list[int]:
-    """``producer_ids`` (in insertion order) in the order a ``java.util.HashMap`` of that
-    ``capacity`` iterates them: by bucket, then by insertion within a bucket (a resize splits
-    each chain keeping its order; removal unlinks without reordering).
-
-    Kafka 3.5+ writes snapshot entries in this order. (A bucket holding more than 8 ids in a
-    table of 64 or more becomes a red-black tree whose order is not modelled; Kafka's producer
-    ids, allocated in consecutive blocks, do not collide so.)
-    """
-    if capacity <= 0:
-        return list(producer_ids)
-    ranked = sorted(range(len(producer_ids)), key=lambda i: (_hashmap_bucket(producer_ids[i], capacity), i))
-    return [producer_ids[i] for i in ranked]
-
-
-class _HashMapShape:
-    """The capacity a ``java.util.HashMap<Long, ...>`` would have after the same puts, removals
-    and clears: it is created at 16 on the first put, doubles when the size passes 3/4 of it or
-    when a chain reaches 9 nodes in a table under 64, and never shrinks (``clear`` keeps it)."""
-
-    __slots__ = ("capacity", "_bins")
-
-    def __init__(self) -> None:
-        self.capacity = 0
-        self._bins: dict[int, int] = {}
-
-    def added(self, key: int, keys: Iterable[int], size: int) -> None:
-        """``key`` was put as a new mapping; ``keys`` are all keys now, ``size`` their number."""
-        if self.capacity == 0:
-            self.capacity = _HASHMAP_INITIAL_CAPACITY
-        b = _hashmap_bucket(key, self.capacity)
-        chain = self._bins.get(b, 0) + 1
-        self._bins[b] = chain
-        if chain > _HASHMAP_TREEIFY_THRESHOLD and self.capacity < _HASHMAP_MIN_TREEIFY_CAPACITY:
-            self._resize(keys)  # treeifyBin resizes a small table instead
-        if size > self.capacity * 3 // 4:
-            self._resize(keys)
-
-    def removed(self, key: int) -> None:
-        b = _hashmap_bucket(key, self.capacity)
-        self._bins[b] -= 1
-
-    def cleared(self) -> None:
-        self._bins.clear()
-
-    def _resize(self, keys: Iterable[int]) -> None:
-        self.capacity *= 2
-        self._bins = {}
-        for k in keys:
-            b = _hashmap_bucket(k, self.capacity)
-            self._bins[b] = self._bins.get(b, 0) + 1
 
 
 # -- the manager ----------------------------------------------------------------------------------
@@ -734,7 +348,7 @@ class ProducerStateManager:
         self._dir = Path(directory)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
-        self._shape = _HashMapShape()
+        self._shape = HashMapShape()
         # Open transactions by first offset; _ongoing_offsets keeps those offsets sorted.
         self._ongoing: dict[int, TxnMetadata] = {}
         self._ongoing_offsets: list[int] = []
@@ -777,7 +391,10 @@ class ProducerStateManager:
         """Per active producer, its last data offset and epoch (Kafka's
         ``lastRecordsOfActiveProducers``, which the log cleaner keeps)."""
         return {
-            pid: LastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            pid: LastRecord(
+                last_data_offset=e.last_data_offset if e.last_data_offset >= 0 else None,
+                producer_epoch=e.producer_epoch,
+            )
             for pid, e in self._producers.items()
         }
 
@@ -855,7 +472,7 @@ class ProducerStateManager:
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
-        return ProducerStateUpdate(tuple(infos.values()), tuple(completed))
+        return ProducerStateUpdate(append_infos=tuple(infos.values()), completed_txns=tuple(completed))
 
     def append_batch(self, batch: RecordBatch, *, from_client: bool) -> CompletedTxn | None:
         """Validate and apply one batch; return the transaction its end marker completed.
@@ -921,7 +538,7 @@ class ProducerStateManager:
         """Add an entry read from a snapshot, with its open transaction (Kafka's ``loadProducerEntry``)."""
         self._add_producer(entry.producer_id, entry)
         if entry.current_txn_first_offset is not None:
-            self._add_ongoing(TxnMetadata(entry.producer_id, entry.current_txn_first_offset))
+            self._add_ongoing(TxnMetadata(producer_id=entry.producer_id, first_offset=entry.current_txn_first_offset))
 
     def _is_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
         idle = now_ms - entry.last_timestamp
@@ -942,7 +559,7 @@ class ProducerStateManager:
             return found
         for path in self._dir.iterdir():
             name = path.name
-            if name.endswith(SNAPSHOT_SUFFIX + _TMP_SUFFIX) and path.is_file():
+            if name.endswith(SNAPSHOT_SUFFIX + TMP_SUFFIX) and path.is_file():
                 path.unlink(missing_ok=True)  # an interrupted write_snapshot
                 continue
             if not name.endswith(SNAPSHOT_SUFFIX) or not path.is_file():
@@ -1111,4 +728,3 @@ def _duplicate_error(batch: RecordBatch, duplicate: BatchMetadata) -> DuplicateS
     err.last_offset = duplicate.last_offset
     err.timestamp = duplicate.timestamp  # type: ignore[attr-defined]  # Kafka answers it as the append time
     return err
-

@@ -273,7 +273,11 @@ class LogSegment:
         start = max(mapping.position, starting_position)
         for batch in self.log.slice(start).batches():
             if batch.last_offset >= offset:
-                return LogOffsetPosition(batch.last_offset, batch.position, batch.size_in_bytes)  # type: ignore[arg-type]
+                return LogOffsetPosition(
+                    offset=batch.last_offset,
+                    position=batch.position,
+                    size=batch.size_in_bytes,
+                )  # type: ignore[arg-type]
         return None
 
     def read(
@@ -311,7 +315,9 @@ class LogSegment:
                 for record in batch.records():
                     if record.timestamp >= timestamp and record.offset >= starting_offset:
                         epoch = batch.partition_leader_epoch
-                        return TimestampAndOffset(record.timestamp, record.offset, epoch if epoch >= 0 else None)
+                        return TimestampAndOffset(
+                            timestamp=record.timestamp, offset=record.offset, leader_epoch=epoch if epoch >= 0 else None
+                        )
         return None
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
@@ -410,7 +416,9 @@ class LogSegment:
         self.log.truncate_to(valid_bytes)
         self.offset_index.trim_to_valid_size()
         # A normally closed segment always ends with an entry for the largest timestamp.
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
         self.time_index.trim_to_valid_size()
         # Kafka's recover leaves the bytes-since-last-entry count alone (0 on a freshly opened
         # segment), so appends after recovery count from zero again.
@@ -513,7 +521,9 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Called when a newer segment takes over: final time entry, trim the indexes and the
         log's preallocation (Kafka's ``onBecomeInactiveSegment``)."""
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.log.trim()

@@ -38,14 +38,21 @@ from .builder import RecordBatchBuilder
 from .compression import Compression, decompress
 from .config import LogConfig
 from .errors import InvalidRecordError, InvalidTimestampError, KafkalogError, RecordTooLargeError
-from .legacy import LegacyRecordBatch
+from .legacy import CRC_OFFSET, HEADER_V0, HEADER_V1, MAGIC_OFFSET, TIMESTAMP_TYPE_MASK, LegacyRecordBatch
 from .record import LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
-from .recordbatch import set_base_offset, set_max_timestamp, set_partition_leader_epoch
+from .recordbatch import LENGTH_OFFSET, set_base_offset, set_max_timestamp, set_partition_leader_epoch
 
 _INT64 = struct.Struct(">q")
-_LEGACY_ATTRIBUTES = 17
-_LEGACY_TIMESTAMP = 18
-_LEGACY_TIMESTAMP_TYPE_BIT = 0x08
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+#: The offset and size every entry starts with (Kafka's ``LOG_OVERHEAD``).
+_ENTRY_PREFIX = struct.Struct(">qi")
+assert _ENTRY_PREFIX.size == LOG_OVERHEAD
+# The v0/v1 message fields the validator rewrites, from legacy.py's layout: attributes follow
+# the magic byte, and v1's timestamp follows them (where v0's key length starts).
+_LEGACY_ATTRIBUTES = MAGIC_OFFSET + 1
+_LEGACY_TIMESTAMP = _LEGACY_ATTRIBUTES + 1
+assert _LEGACY_TIMESTAMP == HEADER_V0.size and _LEGACY_TIMESTAMP + _INT64.size == HEADER_V1.size
 
 
 class ValidationResult(NamedTuple):
@@ -154,12 +161,21 @@ def validate_and_assign_offsets(
         CorruptRecordError, UnsupportedCodecError, RecordTooLargeError: from decoding.
     """
     if not batches:
-        return ValidationResult(buf, first_offset, NO_TIMESTAMP, -1, -1, False)
+        return ValidationResult(
+            records=buf,
+            next_offset=first_offset,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time=-1,
+            rebuilt=False,
+        )
     first = batches[0]
     compressed = False
     for batch in batches:
         if batch.magic != first.magic:
-            raise _record_error(batch, f"batch magic {batch.magic} is not the same as the first batch's magic {first.magic}")
+            raise _record_error(
+                batch, f"batch magic {batch.magic} is not the same as the first batch's magic {first.magic}"
+            )
         if from_client:
             _check_client_batch(batch)
         if batch.compression is not Compression.NONE:
@@ -218,9 +234,14 @@ def _assign_v2(
         if batch_max > max_ts:
             max_ts, max_ts_offset = batch_max, last
         offset = last + 1
-    if log_append:
-        return ValidationResult(buf, offset, now_ms, offset - 1, now_ms, False)
-    return ValidationResult(buf, offset, max_ts, max_ts_offset, -1, False)
+    return ValidationResult(
+        records=buf,
+        next_offset=offset,
+        max_timestamp=now_ms if log_append else max_ts,
+        offset_of_max_timestamp=offset - 1 if log_append else max_ts_offset,
+        log_append_time=now_ms if log_append else -1,
+        rebuilt=False,
+    )
 
 
 def _rebuild_v2(
@@ -250,9 +271,14 @@ def _rebuild_v2(
     out = bytes(builder.build().buffer)
     _check_size(out, batch, config)
     last = offset + len(records) - 1
-    if log_append:
-        return ValidationResult(out, last + 1, now_ms, last, now_ms, True)
-    return ValidationResult(out, last + 1, batch_max, last, -1, True)
+    return ValidationResult(
+        records=out,
+        next_offset=last + 1,
+        max_timestamp=now_ms if log_append else batch_max,
+        offset_of_max_timestamp=last,
+        log_append_time=now_ms if log_append else -1,
+        rebuilt=True,
+    )
 
 
 def _check_size(out: bytes, batch: RecordBatch, config: LogConfig) -> None:
@@ -269,14 +295,16 @@ def _set_legacy_timestamp(buf: bytearray, pos: int, log_append: bool, timestamp:
     """Set a v1 message's timestamp and timestamp type and recompute its CRC-32 (Kafka's
     ``LegacyRecordBatch.setMaxTimestamp``)."""
     attributes = buf[pos + _LEGACY_ATTRIBUTES]
-    attributes = attributes | _LEGACY_TIMESTAMP_TYPE_BIT if log_append else attributes & ~_LEGACY_TIMESTAMP_TYPE_BIT
+    attributes = attributes | TIMESTAMP_TYPE_MASK if log_append else attributes & ~TIMESTAMP_TYPE_MASK
     current = _INT64.unpack_from(buf, pos + _LEGACY_TIMESTAMP)[0]
     if attributes == buf[pos + _LEGACY_ATTRIBUTES] and current == timestamp:
         return
     buf[pos + _LEGACY_ATTRIBUTES] = attributes
     _INT64.pack_into(buf, pos + _LEGACY_TIMESTAMP, timestamp)
-    (size,) = struct.unpack_from(">i", buf, pos + 8)
-    struct.pack_into(">I", buf, pos + 12, zlib.crc32(memoryview(buf)[pos + 16 : pos + LOG_OVERHEAD + size]))
+    (size,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
+    _UINT32.pack_into(
+        buf, pos + CRC_OFFSET, zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET : pos + LOG_OVERHEAD + size])
+    )
 
 
 def _assign_legacy(
@@ -300,22 +328,36 @@ def _assign_legacy(
     if log_append and batches[0].magic == MAGIC_V1:
         # Kafka: under LogAppendTime the offset of the max timestamp is the first offset for
         # magic < 2.
-        return ValidationResult(buf, offset, now_ms, first_offset, now_ms, False)
-    return ValidationResult(buf, offset, max_ts, max_ts_offset, -1, False)
+        return ValidationResult(
+            records=buf,
+            next_offset=offset,
+            max_timestamp=now_ms,
+            offset_of_max_timestamp=first_offset,
+            log_append_time=now_ms,
+            rebuilt=False,
+        )
+    return ValidationResult(
+        records=buf,
+        next_offset=offset,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=max_ts_offset,
+        log_append_time=-1,
+        rebuilt=False,
+    )
 
 
 def _raw_inner_offsets(batch: LegacyRecordBatch) -> list[int]:
     """The inner offsets as stored in a wrapper (relative for v1, absolute for v0)."""
     entry = batch.entry()
-    key_at = 26 if batch.magic == MAGIC_V1 else 18
-    (key_len,) = struct.unpack_from(">i", entry, key_at)
-    value_at = key_at + 4 + max(key_len, 0) + 4
+    key_at = (HEADER_V1 if batch.magic == MAGIC_V1 else HEADER_V0).size
+    (key_len,) = _INT32.unpack_from(entry, key_at)
+    value_at = key_at + _INT32.size + max(key_len, 0) + _INT32.size
     data = decompress(batch.compression, entry[value_at:], magic=batch.magic)
     offsets, pos = [], 0
-    while pos + 12 <= len(data):
-        off, size = struct.unpack_from(">qi", data, pos)
+    while pos + LOG_OVERHEAD <= len(data):
+        off, size = _ENTRY_PREFIX.unpack_from(data, pos)
         offsets.append(off)
-        pos += 12 + size
+        pos += LOG_OVERHEAD + size
     return offsets
 
 
@@ -335,9 +377,14 @@ def _assign_legacy_compressed(
         pos = batch.position
         _INT64.pack_into(buf, pos, last)
         _set_legacy_timestamp(buf, pos, log_append, now_ms if log_append else max_ts)
-        if log_append:
-            return ValidationResult(buf, last + 1, now_ms, last, now_ms, False)
-        return ValidationResult(buf, last + 1, max_ts, last, -1, False)
+        return ValidationResult(
+            records=buf,
+            next_offset=last + 1,
+            max_timestamp=now_ms if log_append else max_ts,
+            offset_of_max_timestamp=last,
+            log_append_time=now_ms if log_append else -1,
+            rebuilt=False,
+        )
     timestamp_type = TimestampType.CREATE_TIME
     if batch.magic == MAGIC_V0:
         timestamp_type = TimestampType.NO_TIMESTAMP_TYPE
@@ -351,12 +398,25 @@ def _assign_legacy_compressed(
         log_append_time=now_ms if timestamp_type == TimestampType.LOG_APPEND_TIME else None,
     )
     for record in records:
-        builder.append(record.key, record.value, timestamp=record.timestamp if batch.magic == MAGIC_V1 else NO_TIMESTAMP)
+        builder.append(
+            record.key, record.value, timestamp=record.timestamp if batch.magic == MAGIC_V1 else NO_TIMESTAMP
+        )
     out = bytes(builder.build().buffer)
     _check_size(out, batch, config)
     if batch.magic == MAGIC_V0:
-        return ValidationResult(out, last + 1, NO_TIMESTAMP, -1, -1, True)
-    if log_append:
-        return ValidationResult(out, last + 1, now_ms, last, now_ms, True)
-    return ValidationResult(out, last + 1, max_ts, last, -1, True)
-
+        return ValidationResult(
+            records=out,
+            next_offset=last + 1,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time=-1,
+            rebuilt=True,
+        )
+    return ValidationResult(
+        records=out,
+        next_offset=last + 1,
+        max_timestamp=now_ms if log_append else max_ts,
+        offset_of_max_timestamp=last,
+        log_append_time=now_ms if log_append else -1,
+        rebuilt=True,
+    )

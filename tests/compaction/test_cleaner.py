@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DATA, examples
 from kafkalog import (
     Compression,
     ControlRecordType,
@@ -28,16 +28,12 @@ from kafkalog import (
     RecordBatchBuilder,
     TimestampType,
 )
-from kafkalog.cleaner import (
-    CleanerProgress,
-    LogCleaner,
-    OffsetMap,
-    Throttler,
-    cleanable_offsets,
-    group_segments_by_size,
-)
+from kafkalog.cleaner import LogCleaner, group_segments_by_size
+from kafkalog.cleaner_manager import cleanable_offsets
+from kafkalog.cleaner_stats import CleanerProgress, Throttler
 from kafkalog.errors import LogCleaningAbortedError
 from kafkalog.index import AbortedTxn
+from kafkalog.offset_map import OffsetMap
 from kafkalog.producer_state import AppendOrigin
 from kafkalog.records import BatchRetention, RecordFilter, filter_to
 

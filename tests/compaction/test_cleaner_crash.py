@@ -34,6 +34,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys, time
     sys.path.insert(0, {src!r})
+    import kafkalog.local_log as local_log
     import kafkalog.log as logmod
     from kafkalog import Log, LogConfig
     from kafkalog.cleaner import LogCleaner
@@ -47,7 +48,7 @@ CHILD = textwrap.dedent(
             if seen[0] == nth:
                 os._exit(9)
 
-    logmod._after_swap_step = hit
+    local_log._after_swap_step = hit
     if step == "cleaned":
         replace = logmod.Log.replace_segments
 

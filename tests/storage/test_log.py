@@ -29,7 +29,15 @@ from kafkalog import (
 )
 from kafkalog.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from kafkalog.config import LogConfig
-from kafkalog.errors import InvalidOffsetError, InvalidProducerEpochError, KafkalogError, LogClosedError, OutOfOrderSequenceError
+from kafkalog.errors import (
+    InvalidOffsetError,
+    InvalidProducerEpochError,
+    KafkalogError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    UnexpectedAppendOffsetError,
+)
 from kafkalog.index import AbortedTxn
 from kafkalog.legacy import encode_message_set
 from kafkalog.log import (
@@ -38,8 +46,6 @@ from kafkalog.log import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     Log,
-    OffsetOutOfRangeError,
-    UnexpectedAppendOffsetError,
 )
 from kafkalog.producer_state import AppendOrigin
 from kafkalog.validator import InvalidTimestampError

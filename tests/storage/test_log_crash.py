@@ -874,7 +874,7 @@ def _damage(path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", sorted(DAMAGES))
 @pytest.mark.parametrize("which", ["recovery-point", "log-start", "leader-epoch", "snapshots", "all"])
 def test_damaged_checkpoints_do_not_stop_reopening(checkpointed, tmp_path, which, how, shutdown):
-    from kafkalog.producer_state import read_snapshot
+    from kafkalog.producer_snapshot import read_snapshot
 
     dirs, base_ts, facts = checkpointed
     dest = tmp_path / "logdir"
@@ -965,7 +965,7 @@ def test_stray_checkpoint_tmp_files_are_removed_on_open(tmp_path):
 
 
 def test_epoch_history_survives_a_kill_before_the_log_start_checkpoint(tmp_path, monkeypatch):
-    from kafkalog.log import _LogDir
+    from kafkalog.logdir import LogDir
 
     base_ts = _base_timestamp()
     directory = tmp_path / "logdir" / TP
@@ -973,14 +973,14 @@ def test_epoch_history_survives_a_kill_before_the_log_start_checkpoint(tmp_path,
     append_batches(log, random.Random(19), 30, base_ts, epoch=1)
     log.flush()
     new_start = log.segments[1].base_offset + 2
-    real = _LogDir.write_offset
+    real = LogDir.write_offset
 
     def write_offset(self, file, tp, offset):
         if file is self.log_starts:
             raise SimulatedCrash  # killed before the new log start offset is on disk
         return real(self, file, tp, offset)
 
-    monkeypatch.setattr(_LogDir, "write_offset", write_offset)
+    monkeypatch.setattr(LogDir, "write_offset", write_offset)
     with pytest.raises(SimulatedCrash):
         log.delete_records(new_start)
     copy = crash_copy(directory, tmp_path / "crashed")

@@ -30,20 +30,21 @@ from kafkalog.errors import (
     OutOfOrderSequenceError,
 )
 from kafkalog.index import TransactionIndex
-from kafkalog.producer_state import (
-    AppendOrigin,
-    BatchMetadata,
-    CompletedTxn,
-    LastRecord,
-    ProducerStateEntry,
-    ProducerStateManager,
-    TransactionCoordinatorFencedError,
-    TxnMetadata,
+from kafkalog.producer_entry import BatchMetadata, ProducerStateEntry
+from kafkalog.producer_snapshot import (
     decode_snapshot,
     encode_snapshot,
     read_snapshot,
     snapshot_order,
     write_snapshot,
+)
+from kafkalog.producer_state import (
+    AppendOrigin,
+    CompletedTxn,
+    LastRecord,
+    ProducerStateManager,
+    TransactionCoordinatorFencedError,
+    TxnMetadata,
 )
 from kafkalog.record import ControlRecordType, control_key
 from kafkalog.recordbatch import encode_batch

@@ -1,0 +1,153 @@
+"""The cleaner's offset map: Kafka's ``SkimpyOffsetMap``, the latest offset of every key of the
+dirty section in fixed memory.
+
+One slot is a 16-byte MD5 digest of the key and an 8-byte offset (:attr:`OffsetMap.BYTES_PER_ENTRY`),
+all slots in one numpy array of unsigned 64-bit cells: (digest low half, digest high half,
+offset). A slot is found by Kafka's probe sequence: the successive 4-byte windows of the digest,
+then linear probing from the last window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import numpy as np
+
+from .errors import InvalidConfigError
+
+#: The digest as the two little-endian 64-bit cells it is stored in (MD5: 16 bytes).
+_DIGEST = struct.Struct("<QQ")
+#: The offset beside it: one more 64-bit cell.
+_OFFSET = struct.Struct("<Q")
+#: 64-bit cells per slot: digest low, digest high, offset.
+_CELLS_PER_SLOT = (_DIGEST.size + _OFFSET.size) // _OFFSET.size
+_OFFSET_CELL = _CELLS_PER_SLOT - 1
+#: A probe: one big-endian 4-byte window of the digest (Kafka's ``Utils.readInt(hash, attempt)``).
+_WINDOW = struct.Struct(">I")
+#: Keys are hashed with MD5, as Kafka's ``SkimpyOffsetMap`` does by default.
+_md5 = hashlib.md5
+#: The last window's start (Kafka's ``hashSize - 4``): later attempts probe linearly from it.
+_LAST_WINDOW = _DIGEST.size - _WINDOW.size
+assert _CELLS_PER_SLOT == 3 and _LAST_WINDOW == 12
+
+
+class OffsetMap:
+    """Key digest -> offset in fixed memory (Kafka's ``SkimpyOffsetMap``).
+
+    ``memory // 24`` slots of a 16-byte MD5 digest and an 8-byte offset in one numpy array;
+    open addressing with Kafka's probe sequence (successive 4-byte windows of the digest, then
+    linear). Keys are never stored, only digests, so two keys with one digest share a slot
+    (MD5's 128 bits make that a practical impossibility, as Kafka relies on too).
+
+    Not thread-safe: one cleaner owns it.
+    """
+
+    #: Kafka's ``bytesPerEntry``: the digest and the offset.
+    BYTES_PER_ENTRY = _DIGEST.size + _OFFSET.size
+
+    def __init__(self, memory: int) -> None:
+        slots = memory // self.BYTES_PER_ENTRY
+        if slots < 1:
+            raise InvalidConfigError(f"an offset map of {memory} bytes holds no {self.BYTES_PER_ENTRY}-byte slot")
+        self._slots = slots
+        self._table = np.zeros(slots * _CELLS_PER_SLOT, dtype=np.uint64)  # (digest lo, digest hi, offset) per slot
+        self._cells = memoryview(self._table)  # Python-int access, no numpy scalar per probe
+        self._entries = 0
+        self._lookups = 0
+        self._probes = 0
+        self._latest = -1
+        self._dirty = False
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    @property
+    def memory(self) -> int:
+        """Bytes the slots take (``slots * BYTES_PER_ENTRY``)."""
+        return self._table.nbytes
+
+    @property
+    def size(self) -> int:
+        """Keys in the map."""
+        return self._entries
+
+    @property
+    def latest_offset(self) -> int:
+        """The last offset put (or set by :meth:`update_latest_offset`); -1 when cleared."""
+        return self._latest
+
+    @property
+    def utilization(self) -> float:
+        return self._entries / self._slots
+
+    @property
+    def collision_rate(self) -> float:
+        """Extra probes per lookup."""
+        return (self._probes - self._lookups) / self._lookups if self._lookups else 0.0
+
+    @staticmethod
+    def digest(key: bytes | bytearray | memoryview) -> bytes:
+        """The key's slot digest (Kafka hashes keys with MD5)."""
+        return _md5(key).digest()
+
+    def _find(self, digest: bytes) -> tuple[int, bool]:
+        """(cell index of the slot, whether it holds ``digest``); the slot is empty if not."""
+        lo, hi = _DIGEST.unpack(digest)
+        if lo == 0 and hi == 0:  # the empty marker: nudge the one digest that collides with it
+            lo = 1
+        cells, slots = self._cells, self._slots
+        self._lookups += 1
+        attempt = 0
+        while True:
+            # Kafka's positionOf: the 4-byte window at min(attempt, hashSize - 4), plus the attempts past it.
+            if attempt <= _LAST_WINDOW:
+                probe = _WINDOW.unpack_from(digest, attempt)[0]
+            else:
+                probe = _WINDOW.unpack_from(digest, _LAST_WINDOW)[0] + attempt - _LAST_WINDOW
+            cell = (probe % slots) * _CELLS_PER_SLOT
+            self._probes += 1
+            a, b = cells[cell], cells[cell + 1]
+            if a == lo and b == hi:
+                return cell, True
+            if a == 0 and b == 0:
+                return cell, False
+            attempt += 1
+            if attempt > slots + _LAST_WINDOW:  # only a full map gets here (put refuses to fill it)
+                return -1, False
+
+    def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
+        """Map ``key`` to ``offset`` (a later put for the key overwrites)."""
+        self.put_digest(_md5(key).digest(), offset)
+
+    def put_digest(self, digest: bytes, offset: int) -> None:
+        cell, found = self._find(digest)
+        if not found:
+            if self._entries >= self._slots or cell < 0:
+                raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
+            lo, hi = _DIGEST.unpack(digest)
+            self._cells[cell] = lo or (1 if hi == 0 else 0)
+            self._cells[cell + 1] = hi
+            self._entries += 1
+        self._cells[cell + _OFFSET_CELL] = offset
+        self._latest = offset
+        self._dirty = True
+
+    def get(self, key: bytes | bytearray | memoryview) -> int:
+        """The offset mapped for ``key``, or -1."""
+        return self.get_digest(_md5(key).digest())
+
+    def get_digest(self, digest: bytes) -> int:
+        cell, found = self._find(digest)
+        return self._cells[cell + _OFFSET_CELL] if found else -1
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._latest = offset
+
+    def clear(self) -> None:
+        if self._dirty:
+            self._table.fill(0)
+            self._dirty = False
+        self._entries = self._lookups = self._probes = 0
+        self._latest = -1
