@@ -30,8 +30,12 @@ from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
 from .columnar import RecordColumns, decode_columns
 from .compression import Compression, codec_for_id
 from .config import LogConfig
+
+# Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
+from .crc import crc32c
 from .durable import (
     LOCK_FILE,
+    TMP_SUFFIX,
     ensure_not_locked,
     fsync_dir,
     lock_directory,
@@ -62,16 +66,16 @@ from .errors import (
 from .file_records import FileRecords
 from .filenames import (
     CLEANED_SUFFIX,
-    INTERNAL_TOPICS,
-    SYSTEM_TOPICS,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
+    INTERNAL_TOPICS,
     LOG_SUFFIX,
     PARTITION_DIR,
     SEGMENT_FILE,
     SNAPSHOT_SUFFIX,
     SPECIAL_DIR,
     SWAP_SUFFIX,
+    SYSTEM_TOPICS,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     find_partition_dirs,
@@ -87,23 +91,21 @@ from .filenames import (
     txn_index_file,
     validate_topic_name,
 )
-from .index import (
-    TXN_INDEX_ENTRY,
-    AbortedTxn,
-    OffsetIndex,
-    OffsetPosition,
-    TimeIndex,
-    TimestampOffset,
-    TransactionIndex,
-)
+from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
 from .legacy import LegacyRecordBatch, encode_message_set
-from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogOffsetMetadata
-from .log import Log
+from .local_log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    LogOffsetMetadata,
+)
+from .log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, Log
 from .log_append import LogAppendInfo
 from .offset_map import OffsetMap
 from .producer_entry import ProducerStateEntry
 from .producer_snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot
 from .producer_state import (
+    SNAPSHOT_VERSION,
     AppendOrigin,
     ProducerStateManager,
     TransactionCoordinatorFencedError,
@@ -123,12 +125,14 @@ from .record import (
     TimestampType,
 )
 from .recordbatch import (
+    COMPRESSION_CODEC_MASK,
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
     encode_batch,
     encode_record,
 )
 from .records import (
+    MIN_ENTRY_SIZE_FIELD,
     BatchRetention,
     FilterResult,
     MemoryRecords,
@@ -147,15 +151,7 @@ from .retention import (
     plan_retention,
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
-from .log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP
-
-# Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
-from .crc import crc32c
-from .recordbatch import COMPRESSION_CODEC_MASK
-from .records import MIN_ENTRY_SIZE_FIELD
-from .producer_state import SNAPSHOT_VERSION
-from .durable import TMP_SUFFIX
-from .txn_index import TXN_INDEX_VERSION
+from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 
 __version__ = "0.1.0"
 

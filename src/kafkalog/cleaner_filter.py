@@ -13,12 +13,12 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .index import AbortedTxn
 from .offset_map import OffsetMap
 from .producer_state import LastRecord
 from .record import MAGIC_V2, ControlRecordType, Record, RecordBatch
 from .records import BatchRetention, RecordFilter
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 
 class _AbortedTxnState:

@@ -50,7 +50,7 @@ def unlink_if_exists(path: str | os.PathLike) -> bool:
     return True
 
 
-def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+def write_atomically(path: str | os.PathLike, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old file or the new one.
 
     Kafka's ``CheckpointFile.write``: write ``<path>.tmp`` in the same directory, flush and fsync
@@ -59,9 +59,14 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     durable (``Utils.flushDir``, skipped on Windows as Kafka skips it). If anything fails before
     the rename, the temporary file is removed and ``path`` is untouched.
 
+    With ``sync=False`` the same protocol runs without its fsyncs: a reader never sees a torn
+    file, but the new content is durable only once :func:`fsync_file` and :func:`fsync_dir` run
+    (the log's flush after a roll does both for the producer snapshot it wrote so).
+
     Args:
         path: the file to replace (it need not exist).
         data: the complete new content.
+        sync: fsync the file and the directory.
 
     Raises:
         OSError: the write, fsync, rename or directory fsync failed.
@@ -72,14 +77,28 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
         # "wb" truncates a stale .tmp left by an earlier crash, as Kafka's FileOutputStream does.
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    fsync_dir(target.parent)
+    if sync:
+        fsync_dir(target.parent)
+
+
+def fsync_file(path: str | os.PathLike) -> None:
+    """fsync the file at ``path``; one that is gone meanwhile has nothing left to make durable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def lock_directory(directory: str | os.PathLike, in_use: str, *, name: str = LOCK_FILE) -> int:

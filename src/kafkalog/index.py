@@ -9,7 +9,7 @@ All big-endian. Offsets are relative to the segment's base offset. The offset an
 are preallocated to ``segment.index.bytes`` (rounded down to the entry size) while their segment
 is active and trimmed to their entries when it is rolled or closed; an index opened from disk
 counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index lives in
-:mod:`kafkalog.txn_index` (re-exported here).
+:mod:`kafkalog.txn_index`.
 
 Reading without writing. An index opened read-only (``writable=False``) is copied into memory
 with ``pread``, never mapped: a writer trims the index of a segment it rolls, and a mapped page
@@ -657,6 +657,3 @@ class TimeIndex(_Index[TimestampOffset]):
 assert OffsetIndex.DTYPE.itemsize == OffsetIndex._ENTRY_SIZE == 8
 assert TimeIndex.DTYPE.itemsize == TimeIndex._ENTRY_SIZE == 12
 
-
-# The transaction index has its own module; its names stay importable from here.
-from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex  # noqa: E402, F401

@@ -31,12 +31,12 @@ from .filenames import (
     time_index_file,
     txn_index_file,
 )
-from .index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
 from .record import NO_TIMESTAMP
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .segments import LogSegments
+from .txn_index import AbortedTxn
 
 _log = logging.getLogger("kafkalog.log")
 

@@ -36,7 +36,6 @@ from .errors import (
 )
 from .file_records import FileRecords
 from .filenames import parse_partition_dir
-from .index import AbortedTxn
 from .loader import (
     check_partition_metadata,
     load_log,
@@ -70,6 +69,7 @@ from .records import MemoryRecords
 from .retention import RetentionPlan, plan_retention
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
+from .txn_index import AbortedTxn
 
 _log = logging.getLogger(__name__)
 

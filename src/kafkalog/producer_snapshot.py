@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .crc import crc32c
-from .durable import TMP_SUFFIX, write_atomically
+from .durable import fsync_file, write_atomically
 from .errors import CorruptCheckpointError
 from .producer_entry import BatchMetadata, ProducerStateEntry
 
@@ -137,33 +137,12 @@ def write_snapshot(path: str | os.PathLike, entries: Iterable[ProducerStateEntry
     """Write ``entries`` as a snapshot file, atomically: ``<path>.tmp`` is written (and with
     ``sync`` fsynced), renamed over ``path`` and the directory fsynced, so a crash leaves either
     no file or a whole one. (Kafka writes the file in place; a torn one is caught by its CRC.)"""
-    data = encode_snapshot(entries)
-    if sync:
-        write_atomically(path, data)
-        return
-    # Unsynced (the flush after a roll fsyncs it): the same temporary-and-rename protocol as
-    # write_atomically, without its fsyncs.
-    target = Path(path)
-    tmp = target.with_name(target.name + TMP_SUFFIX)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, encode_snapshot(entries), sync=sync)
 
 
 def sync_snapshot(path: str | os.PathLike) -> None:
     """fsync a snapshot :func:`write_snapshot` wrote unsynced (gone meanwhile: nothing to do)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(path)
 
 
 # -- java.util.HashMap's iteration order ----------------------------------------------------------

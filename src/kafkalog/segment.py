@@ -24,14 +24,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .config import LogConfig
-from .errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError, InvalidRecordError, TruncatedRecordError
+from .errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    TruncatedRecordError,
+)
 from .file_records import FileRecords
 from .filenames import log_file, offset_index_file, time_index_file, txn_index_file
-from .index import AbortedTxn, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex
+from .index import OffsetIndex, TimeIndex, TimestampOffset
 from .leader_epoch import LeaderEpochFileCache
 from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .records import MemoryRecords
+from .txn_index import AbortedTxn, TransactionIndex
 
 _INT32_MAX = 2**31 - 1
 

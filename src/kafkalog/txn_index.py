@@ -24,6 +24,7 @@ from typing import NamedTuple
 from .durable import rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
 
+
 class AbortedTxn(NamedTuple):
     """An aborted transaction: its producer, first and last (marker) offsets, and the last
     stable offset when it completed."""

@@ -37,10 +37,36 @@ from typing import NamedTuple
 from .builder import RecordBatchBuilder
 from .compression import Compression, decompress
 from .config import LogConfig
-from .errors import InvalidRecordError, InvalidTimestampError, KafkalogError, RecordTooLargeError
-from .legacy import CRC_OFFSET, HEADER_V0, HEADER_V1, MAGIC_OFFSET, TIMESTAMP_TYPE_MASK, LegacyRecordBatch
-from .record import LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, Record, RecordBatch, TimestampType
-from .recordbatch import LENGTH_OFFSET, set_base_offset, set_max_timestamp, set_partition_leader_epoch
+from .errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkalogError,
+    RecordTooLargeError,
+)
+from .legacy import (
+    CRC_OFFSET,
+    HEADER_V0,
+    HEADER_V1,
+    MAGIC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    LegacyRecordBatch,
+)
+from .record import (
+    LOG_OVERHEAD,
+    MAGIC_V0,
+    MAGIC_V1,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    Record,
+    RecordBatch,
+    TimestampType,
+)
+from .recordbatch import (
+    LENGTH_OFFSET,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")

@@ -314,7 +314,8 @@ def test_create_topics_and_its_errors(broker) -> None:
     assert info.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS
     assert not (broker.log_dir.parent / "escape-0").exists() and not list(broker.log_dir.glob("*escape*"))
     # kafka-python's admin client sees the same answers.
-    from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KNewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     kadmin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
@@ -870,7 +871,11 @@ def test_without_sendfile_the_bytes_are_copied(tmp_path, monkeypatch) -> None:
 
 def test_bad_state_stops_the_start_with_a_clear_error(tmp_path, capsys) -> None:
     from kafkalog.broker import main
-    from kafkalog.errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
+    from kafkalog.errors import (
+        CorruptCheckpointError,
+        InvalidConfigError,
+        KafkalogError,
+    )
 
     (tmp_path / METADATA_FILE).write_text('{"version": 0, "topics": {"../x": {"partitions": 1}}}')
     with pytest.raises(CorruptCheckpointError, match="delete it to rediscover"):

@@ -19,7 +19,12 @@ from kafkalog.file_records import FileRecords
 
 kp_protocol = pytest.importorskip("kafka.protocol.api_message", reason="needs kafka-python>=3 (its JSON-built protocol)")
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse  # noqa: E402
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse  # noqa: E402
+from kafka.protocol.consumer import (  # noqa: E402
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 from kafka.protocol.metadata import (  # noqa: E402
     ApiVersionsRequest,
     ApiVersionsResponse,

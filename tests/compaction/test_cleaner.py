@@ -32,10 +32,10 @@ from kafkalog.cleaner import LogCleaner, group_segments_by_size
 from kafkalog.cleaner_manager import cleanable_offsets
 from kafkalog.cleaner_stats import CleanerProgress, Throttler
 from kafkalog.errors import LogCleaningAbortedError
-from kafkalog.index import AbortedTxn
 from kafkalog.offset_map import OffsetMap
 from kafkalog.producer_state import AppendOrigin
 from kafkalog.records import BatchRetention, RecordFilter, filter_to
+from kafkalog.txn_index import AbortedTxn
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

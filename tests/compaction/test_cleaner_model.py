@@ -22,11 +22,18 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from test_cleaner import committed_view
 
-from kafkalog import Compression, ControlRecordType, Log, LogConfig, RecordBatchBuilder, TimestampType
+from kafkalog import (
+    Compression,
+    ControlRecordType,
+    Log,
+    LogConfig,
+    RecordBatchBuilder,
+    TimestampType,
+)
 from kafkalog.cleaner import LogCleaner
 from kafkalog.producer_state import AppendOrigin
-from test_cleaner import committed_view
 
 T0 = 1_700_000_000_000
 RETENTION = 100  # delete.retention.ms

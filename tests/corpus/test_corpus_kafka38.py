@@ -18,10 +18,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from kafkalog import ControlRecordType, FileRecords, MemoryRecords
-
-from conftest import DATA
 
 CORPUS = DATA / "kafka-3.8"
 SEGMENTS = sorted(p.name for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import DATA, SHARED_CORPUS
 
 from kafkalog import FileRecords, MemoryRecords
-
-from conftest import DATA, SHARED_CORPUS
 
 REAL = SHARED_CORPUS / "real"
 COPIES_DIR = DATA / "real"

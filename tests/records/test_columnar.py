@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DATA, MATRIX, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DATA, MATRIX, examples
 from kafkalog import (
     Compression,
     ControlRecordType,
@@ -40,8 +40,9 @@ from kafkalog import (
     RecordBatchBuilder,
     TimestampType,
     TruncatedRecordError,
+    columnar,
+    columnar_fast,
 )
-from kafkalog import columnar, columnar_fast
 from kafkalog.columnar import RecordColumns, arrow_schema, arrow_type, decode_columns
 from kafkalog.crc import crc32c
 from kafkalog.recordbatch import DefaultRecordBatch, encode_batch, encode_record

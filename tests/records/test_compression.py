@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 
 from kafkalog import compression
 from kafkalog.compression import Compression, compress, decompress, xxhash32
-from kafkalog.errors import CorruptRecordError, KafkalogError, RecordTooLargeError, UnsupportedCodecError
+from kafkalog.errors import (
+    CorruptRecordError,
+    KafkalogError,
+    RecordTooLargeError,
+    UnsupportedCodecError,
+)
 
 CODECS = [c for c in Compression if c is not Compression.NONE]
 

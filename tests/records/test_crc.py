@@ -5,13 +5,12 @@ from __future__ import annotations
 import zlib
 
 import pytest
+from conftest import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
 import kafkalog.crc as crc
 from kafkalog import FileRecords, MemoryRecords, RecordBatchBuilder
-
-from conftest import DATA
 
 BACKENDS = crc.available_backends()
 

@@ -17,10 +17,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import DATA, MATRIX, SHARED_CORPUS, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DATA, MATRIX, SHARED_CORPUS, examples
 from kafkalog import (
     Compression,
     ControlRecordType,

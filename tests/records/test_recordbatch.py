@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalog import Compression, ControlRecordType, MemoryRecords, RecordBatchBuilder, TimestampType
+from kafkalog import (
+    Compression,
+    ControlRecordType,
+    MemoryRecords,
+    RecordBatchBuilder,
+    TimestampType,
+)
 from kafkalog.record import control_key
 from kafkalog.recordbatch import (
     encode_batch,

@@ -13,26 +13,26 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import random
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import examples
 from kafkalog import (
     Compression,
     ControlRecordType,
     FileRecords,
     Header,
+    InvalidOffsetError,
     MemoryRecords,
     RecordBatchBuilder,
-    InvalidOffsetError,
     TimestampType,
     TruncatedRecordError,
 )

@@ -7,14 +7,21 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog import (
+    FileRecords,
+    Log,
+    LogConfig,
+    OffsetIndex,
+    RecordBatchBuilder,
+    TimeIndex,
+)
+from kafkalog.errors import CorruptRecordError
+from kafkalog.filenames import offset_index_file, time_index_file
 from kafkalog.spark._discovery import _discover
 from kafkalog.spark._options import _ReadOptions
 from kafkalog.spark._partition import _PartitionLog
 from kafkalog.spark._plan import _plan, _resolve_bounds
 from kafkalog.spark._read import _read_slice
-from kafkalog import FileRecords, Log, LogConfig, OffsetIndex, RecordBatchBuilder, TimeIndex
-from kafkalog.errors import CorruptRecordError
-from kafkalog.filenames import offset_index_file, time_index_file
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=128, retention_ms=-1)
 

@@ -15,16 +15,10 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 import pyarrow as pa  # noqa: E402
+from conftest import DATA, SHARED_CORPUS  # noqa: E402
 from spark_fixtures import rows, spark  # noqa: E402,F401
 
 import kafkalog.spark._source as ks  # noqa: E402
-from kafkalog.spark import scan_stats  # noqa: E402
-from kafkalog.spark._arrow import _arrow_batches  # noqa: E402
-from kafkalog.spark._discovery import _PartitionDir  # noqa: E402
-from kafkalog.spark._options import _ReadOptions  # noqa: E402
-from kafkalog.spark._partition import _PartitionLog  # noqa: E402
-from kafkalog.spark._plan import _plan, _resolve_bounds  # noqa: E402
-from conftest import DATA, SHARED_CORPUS  # noqa: E402
 from kafkalog import (  # noqa: E402
     Compression,
     ControlRecordType,
@@ -35,6 +29,12 @@ from kafkalog import (  # noqa: E402
 )
 from kafkalog.checkpoint import OffsetCheckpointFile  # noqa: E402
 from kafkalog.producer_state import AppendOrigin  # noqa: E402
+from kafkalog.spark import scan_stats  # noqa: E402
+from kafkalog.spark._arrow import _arrow_batches  # noqa: E402
+from kafkalog.spark._discovery import _PartitionDir  # noqa: E402
+from kafkalog.spark._options import _ReadOptions  # noqa: E402
+from kafkalog.spark._partition import _PartitionLog  # noqa: E402
+from kafkalog.spark._plan import _plan, _resolve_bounds  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,8 @@ pytest.importorskip("pyarrow")
 from spark_fixtures import rows, spark  # noqa: E402,F401
 from test_spark import build_log, direct_rows  # noqa: E402
 
-from kafkalog.spark._stream import _rate_limit  # noqa: E402
 from kafkalog import Log, LogConfig, RecordBatchBuilder  # noqa: E402
+from kafkalog.spark._stream import _rate_limit  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import DATA, SHARED_CORPUS, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -35,8 +36,6 @@ from kafkalog.checkpoint import (
     write_atomically,
 )
 from kafkalog.errors import CorruptCheckpointError, KafkalogError
-
-from conftest import DATA, SHARED_CORPUS, examples
 
 COPIES_DIR = DATA / "checkpoints"
 REAL = SHARED_CORPUS / "real"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +30,6 @@ from kafkalog import (
     TimestampOffset,
     TransactionIndex,
 )
-
-from conftest import examples
 
 MIB = 1024 * 1024
 INT32_MAX = 2**31 - 1

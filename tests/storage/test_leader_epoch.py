@@ -14,15 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA, SHARED_CORPUS, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalog import FileRecords
 from kafkalog.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog.errors import CorruptCheckpointError, InvalidOffsetError
-from kafkalog.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
-
-from conftest import DATA, SHARED_CORPUS, examples
+from kafkalog.leader_epoch import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    LeaderEpochFileCache,
+)
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 E = EpochEntry

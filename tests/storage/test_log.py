@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA, MATRIX, examples
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from conftest import DATA, MATRIX, examples
 from kafkalog import (
     Compression,
     ControlRecordType,
@@ -38,7 +38,6 @@ from kafkalog.errors import (
     OutOfOrderSequenceError,
     UnexpectedAppendOffsetError,
 )
-from kafkalog.index import AbortedTxn
 from kafkalog.legacy import encode_message_set
 from kafkalog.log import (
     CLEAN_SHUTDOWN_FILE,
@@ -48,6 +47,7 @@ from kafkalog.log import (
     Log,
 )
 from kafkalog.producer_state import AppendOrigin
+from kafkalog.txn_index import AbortedTxn
 from kafkalog.validator import InvalidTimestampError
 
 T0 = 1_700_000_000_000

@@ -42,10 +42,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import examples
 from kafkalog import FileRecords, LogConfig, LogSegment, RecordBatchBuilder
 from kafkalog.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,

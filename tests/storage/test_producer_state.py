@@ -29,7 +29,6 @@ from kafkalog.errors import (
     KafkalogError,
     OutOfOrderSequenceError,
 )
-from kafkalog.index import TransactionIndex
 from kafkalog.producer_entry import BatchMetadata, ProducerStateEntry
 from kafkalog.producer_snapshot import (
     decode_snapshot,
@@ -48,6 +47,7 @@ from kafkalog.producer_state import (
 )
 from kafkalog.record import ControlRecordType, control_key
 from kafkalog.recordbatch import encode_batch
+from kafkalog.txn_index import TransactionIndex
 
 INT32_MAX = 2**31 - 1
 SNAPSHOTS = DATA / "snapshots"

@@ -49,7 +49,12 @@ from kafkalog import (
     TimestampOffset,
     TruncatedRecordError,
 )
-from kafkalog.filenames import log_file, offset_index_file, time_index_file, txn_index_file
+from kafkalog.filenames import (
+    log_file,
+    offset_index_file,
+    time_index_file,
+    txn_index_file,
+)
 
 SEARCH_ENV = "KAFKALOG_INDEX_SEARCH"
 SEARCH_MODES = ["default", "plain"]

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import DATA, SHARED_CORPUS
 
 from kafkalog import (
     CorruptIndexError,
@@ -55,8 +56,6 @@ from kafkalog import (
     TimestampAndOffset,
 )
 from kafkalog.filenames import offset_from_file
-
-from conftest import DATA, SHARED_CORPUS
 
 MIB = 1024 * 1024
 CONFIG = LogConfig(index_interval_bytes=4096, segment_index_bytes=10 * MIB)

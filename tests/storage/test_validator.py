@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import struct
 
+from conftest import examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import examples
 from kafkalog import Compression, KafkalogError, MemoryRecords, RecordBatchBuilder
 from kafkalog.crc import crc32c
 

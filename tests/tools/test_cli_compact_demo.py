@@ -18,15 +18,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import DATA, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DATA, examples
 from kafkalog import RecordBatchBuilder
 from kafkalog import tools as cli
 from kafkalog.config import LogConfig
-from kafkalog.log import Log
 from kafkalog.filenames import segment_logs
+from kafkalog.log import Log
 from kafkalog.tools import verify_path
 
 T0 = 1_700_000_000_000

@@ -19,15 +19,14 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from kafkalog import ControlRecordType, FileRecords, RecordBatchBuilder
-from kafkalog import tools as cli
-from kafkalog.tools import _jvm
-from kafkalog import crc as kcrc
-import kafkalog.__main__ as kafkalog_main
-from kafkalog.__main__ import main as entry_point
-
 from conftest import DATA, SHARED_CORPUS
+
+import kafkalog.__main__ as kafkalog_main
+from kafkalog import ControlRecordType, FileRecords, RecordBatchBuilder
+from kafkalog import crc as kcrc
+from kafkalog import tools as cli
+from kafkalog.__main__ import main as entry_point
+from kafkalog.tools import _jvm
 
 CORPUS = DATA / "kafka-3.8"
 SEGMENTS = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())

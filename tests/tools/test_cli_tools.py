@@ -17,15 +17,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA
+from test_verify import T0, Clock, build_partition
+
 from kafkalog import RecordBatchBuilder
 from kafkalog import tools as cli
 from kafkalog.config import LogConfig
-from kafkalog.log import Log
 from kafkalog.filenames import segment_logs
+from kafkalog.log import Log
 from kafkalog.tools import verify_path
-from test_verify import T0, Clock, build_partition
 
 KAFKA38 = DATA / "kafka-3.8"
 COMMANDS = ("verify", "salvage", "rebuild-index", "retention", "convert", "stat")

@@ -9,18 +9,29 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import DATA, MATRIX, examples
 from hypothesis import given
 from hypothesis import strategies as st
-
-from conftest import DATA, MATRIX, examples
-from kafkalog import Compression, FileRecords, RecordBatchBuilder, TimestampType
-from kafkalog import ConversionError
-from kafkalog.tools import convert_path, convert_segment, rebuild_indexes, rebuild_path
-from kafkalog.errors import KafkalogError, UnsupportedCodecError
-from kafkalog.log import Log
-from kafkalog.filenames import segment_logs
-from kafkalog.tools import verify_path, verify_segment
 from test_verify import T0, build_partition
+
+from kafkalog import (
+    Compression,
+    ConversionError,
+    FileRecords,
+    RecordBatchBuilder,
+    TimestampType,
+)
+from kafkalog.errors import KafkalogError, UnsupportedCodecError
+from kafkalog.filenames import segment_logs
+from kafkalog.log import Log
+from kafkalog.tools import (
+    convert_path,
+    convert_segment,
+    rebuild_indexes,
+    rebuild_path,
+    verify_path,
+    verify_segment,
+)
 
 KAFKA38 = DATA / "kafka-3.8"
 INDEXES = (".index", ".timeindex", ".txnindex")

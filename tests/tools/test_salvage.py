@@ -12,18 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA, examples
 from hypothesis import given
 from hypothesis import strategies as st
-
-from conftest import DATA, examples
-from kafkalog import FileRecords, RecordBatchBuilder
-from kafkalog.tools import rebuild_path
-from kafkalog.errors import KafkalogError
-from kafkalog.log import Log
-from kafkalog.tools import salvage_segment
-from kafkalog.filenames import segment_logs
-from kafkalog.tools import verify_path, verify_segment
 from test_verify import T0, build_partition, plain
+
+from kafkalog import FileRecords, RecordBatchBuilder
+from kafkalog.errors import KafkalogError
+from kafkalog.filenames import segment_logs
+from kafkalog.log import Log
+from kafkalog.tools import rebuild_path, salvage_segment, verify_path, verify_segment
 
 KAFKA38 = DATA / "kafka-3.8"
 

@@ -13,17 +13,23 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from conftest import DATA, MATRIX, SHARED_CORPUS, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DATA, MATRIX, SHARED_CORPUS, examples
-from kafkalog import Compression, ControlRecordType, FileRecords, RecordBatchBuilder, TimestampType
+from kafkalog import (
+    Compression,
+    ControlRecordType,
+    FileRecords,
+    RecordBatchBuilder,
+    TimestampType,
+)
 from kafkalog import crc as kcrc
 from kafkalog.config import LogConfig
 from kafkalog.errors import KafkalogError
+from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
 from kafkalog.producer_state import AppendOrigin
-from kafkalog.filenames import segment_logs
 from kafkalog.resync import next_valid_batch
 from kafkalog.tools import (
     MAX_PROBLEMS_PER_KIND,
