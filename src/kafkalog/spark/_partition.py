@@ -44,7 +44,7 @@ from ..errors import (
 from ._discovery import _log_path, _PartitionDir, _segment_bases
 from ._options import _ReadOptions
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
 #: What reading a batch raises when its bytes are bad (skipped with ``failOnCorruption=false``).
 _READ_ERRORS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError)

@@ -20,7 +20,7 @@ from ..errors import InvalidOffsetError
 from ._options import EARLIEST, LATEST, _ReadOptions
 from ._partition import _batch_at, _first_entry_after, _PartitionLog, _Segment
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
 
 @dataclass(frozen=True)

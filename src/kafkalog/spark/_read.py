@@ -35,7 +35,7 @@ from ._partition import _READ_ERRORS, _batch_at, _first_entry_after, _span
 from ._plan import _Slice
 from ._stats import _Stats
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
 _MiB = 1 << 20
 # Batch bytes decoded together into one Arrow batch at most (with maxRecordsPerBatch records):

@@ -98,7 +98,7 @@ from ._plan import _Bounds, _plan, _resolve_bounds
 from ._stream import _StreamReader
 from ._write import _write_options, _Writer
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 #: Tasks per core for ``verify``: small tasks, so a few large segments do not hold up the job.
 _VERIFY_TASKS_PER_CORE = 4
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import write_atomically
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
 
 class _Stats:

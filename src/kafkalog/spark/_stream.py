@@ -23,7 +23,7 @@ from ._options import _ReadOptions
 from ._partition import _PartitionLog
 from ._plan import _Bounds, _plan, _resolve_bounds
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
 
 def _offsets_json(offsets: dict[tuple[str, int], int]) -> dict[str, dict[str, int]]:

@@ -219,7 +219,7 @@ def _demo(tool: _Tool, log_dir: Path, main: _Main) -> None:
         log.close()
 
     tool.print()
-    tool.print("3. Verify: kafkalog.verify.verify_path (CRCs, offsets, indexes, snapshots, checkpoints)")
+    tool.print("3. Verify: kafkalog.tools.verify_path (CRCs, offsets, indexes, snapshots, checkpoints)")
     report = verify_path(partition)
     if not report.ok:
         tool.status = 1
