@@ -1,7 +1,7 @@
 """Kafka's message schemas and the one interpreter that reads and writes them: the requests and
 responses of the APIs the broker serves (headers, versions, tagged fields), and the records Kafka
 writes into its own logs (``__consumer_offsets``, ``__transaction_state``, the consumer
-protocol, KRaft control records) that ``kafkalog dump`` decodes.
+protocol, KRaft control and metadata records) that ``kafkalog dump`` decodes.
 
 The public API of this package is what it exports here; its modules are private.
 """
@@ -21,6 +21,7 @@ from ._frames import (
     encode_response,
     iter_fields,
 )
+from ._metadata import CONFIG_RESOURCE_TOPIC, FLOAT64_FIELDS, METADATA_FRAME_VERSION, METADATA_RECORDS
 from ._records import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
@@ -95,4 +96,9 @@ __all__ = [
     "TRANSACTION_LOG_KEY",
     "TRANSACTION_LOG_VALUE",
     "KRAFT_CONTROL_RECORDS",
+    # the KRaft metadata records (``__cluster_metadata``)
+    "METADATA_RECORDS",
+    "METADATA_FRAME_VERSION",
+    "FLOAT64_FIELDS",
+    "CONFIG_RESOURCE_TOPIC",
 ]

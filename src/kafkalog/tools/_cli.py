@@ -16,6 +16,7 @@ from ._decoders import (
     _NEW_DECODER_PACKAGE,
     _OLD_DECODER_PACKAGE,
     _SHORTHAND_DECODERS,
+    _ClusterMetadataParser,
     _Datum,
     _decoder_for_class,
     _DecoderParser,
@@ -112,7 +113,11 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="parse records as __transaction_state transaction metadata",
     )
-    dump.add_argument("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
+    dump.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="parse records as KRaft metadata records (__cluster_metadata logs and KRaft snapshots)",
+    )
     dump.add_argument(
         "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
     )
@@ -121,8 +126,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
-    if args.cluster_metadata_decoder:
-        parser.error("--cluster-metadata-decoder (KRaft metadata records) is not supported by kafkalog")
     deprecations: list[tuple[str, str]] = []
     decoders: dict[str, Callable[[bytes], _Datum] | None] = {}
     # Kafka builds the value decoder first, then the key decoder (deprecation notes follow suit).
@@ -149,6 +152,8 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         parser_obj, deprecations = _OffsetsParser(), []
     elif args.transaction_log_decoder:
         parser_obj, deprecations = _TransactionLogParser(), []
+    elif args.cluster_metadata_decoder:
+        parser_obj, deprecations = _ClusterMetadataParser(), []
     else:
         parser_obj = _DecoderParser(decoders["key"], decoders["value"])
     # Kafka: any decoder option implies --print-data-log, which implies --deep-iteration.
@@ -157,6 +162,7 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         args.print_data_log
         or args.offsets_decoder
         or args.transaction_log_decoder
+        or args.cluster_metadata_decoder
         or any(getattr(args, name) is not None for name in decoder_options)
     )
     files = [f for group in args.files for f in group.split(",") if f]
