@@ -254,12 +254,22 @@ def _add_tool_commands(sub) -> None:
         help="show (or apply) what retention deletes, and why",
         description=(
             "Apply Kafka's retention (log start offset, retention.bytes, retention.ms) to a partition directory "
-            "(or every partition of a log directory). The topic's settings come only from --config."
+            "(or every partition of a log directory). The topic's settings come from --config, else from the "
+            "cluster's KRaft metadata log (__cluster_metadata-0 beside the partitions, or --metadata-log), else "
+            "Kafka's defaults (the internal topics compacted, as Kafka creates them); the report says which."
         ),
     )
     retention.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
     retention.add_argument("--dry-run", action="store_true", help="only report (read-only: nothing is opened for writing)")
     retention.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. retention.ms=86400000 (repeatable)")
+    retention.add_argument(
+        "--metadata-log", metavar="PATH",
+        help="the KRaft metadata log (__cluster_metadata-0 directory) to read topic configs from",
+    )
+    retention.add_argument(
+        "--allow-compacted", action="store_true",
+        help="apply retention.ms/retention.bytes even to a topic whose cleanup.policy is compact",
+    )
     retention.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
     retention.add_argument("--json", action="store_true", help="one JSON object per partition")
 
