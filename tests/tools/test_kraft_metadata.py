@@ -122,10 +122,14 @@ def test_bad_values_are_reported_and_skipped(tmp_path: Path) -> None:
     assert rc == 0
     tails = [line.split(" payload: ", 1)[1] for line in out.splitlines()[3:]]
     assert tails == [
-        "Error at 0, skipping. Could not deserialize metadata record with frame version 0. Note that upgrades "
-        "from the preview release of KRaft in 2.8 to newer versions are not supported.",
-        "Error at 1, skipping. Could not deserialize metadata record due to unknown frame version 2"
-        "(only frame version 1 is supported)",
+        (
+            "Error at 0, skipping. Could not deserialize metadata record with frame version 0. Note that upgrades "
+            "from the preview release of KRaft in 2.8 to newer versions are not supported."
+        ),
+        (
+            "Error at 1, skipping. Could not deserialize metadata record due to unknown frame version 2"
+            "(only frame version 1 is supported)"
+        ),
         "Error at 2, skipping. org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id 99",
         "Error at 3, skipping. Found 2 byte(s) of garbage after 20",
         "Error at 4, skipping. Failed to deserialize record with type 2",
@@ -155,7 +159,7 @@ def test_real_snapshot_contents() -> None:
     """The MANIFEST's figures for a KRaft 3.5 snapshot: 61 records, header and footer control records."""
     records = payloads(DANIEL / "00000000000000007334-0000000001.checkpoint")
     assert len(records) == 61
-    types = [r["value"]["type"] for r in records if "value" in r and r["value"]]
+    types = [r["value"]["type"] for r in records if r.get("value")]
     assert types.count("PARTITION_RECORD") == 51 and types.count("CONFIG_RECORD") == 4
     topics = {r["value"]["data"]["name"] for r in records if r.get("value") and r["value"]["type"] == "TOPIC_RECORD"}
     assert topics == {"_schemas", "__consumer_offsets"}

@@ -8,7 +8,15 @@ The public API of this package is what it exports here; its modules are private.
 
 from __future__ import annotations
 
-from ._apis import APIS, ApiKey, ApiSpec, ErrorCode, request_header_version, response_header_version, supported_api_versions
+from ._apis import (
+    APIS,
+    ApiKey,
+    ApiSpec,
+    ErrorCode,
+    request_header_version,
+    response_header_version,
+    supported_api_versions,
+)
 from ._codec import MessageReader, Reader, read_message, to_json, write_message
 from ._frames import (
     Request,
@@ -21,7 +29,12 @@ from ._frames import (
     encode_response,
     iter_fields,
 )
-from ._metadata import CONFIG_RESOURCE_TOPIC, FLOAT64_FIELDS, METADATA_FRAME_VERSION, METADATA_RECORDS
+from ._metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    FLOAT64_FIELDS,
+    METADATA_FRAME_VERSION,
+    METADATA_RECORDS,
+)
 from ._records import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,

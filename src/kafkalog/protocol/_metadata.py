@@ -9,7 +9,22 @@ names are Kafka's JSON names (camelCase), as its generated ``JsonConverter``s wr
 
 from __future__ import annotations
 
-from ._types import BOOL, BYTES, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Field, Message, _f, _message
+from ._types import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Field,
+    Message,
+    _f,
+    _message,
+)
 
 #: ``"nullableVersions": "0+"`` and ``"taggedVersions": "0+"``.
 _ALWAYS = "0+"

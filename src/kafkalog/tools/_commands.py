@@ -17,8 +17,8 @@ from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import salvage_segment
-from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
+from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import SegmentReport as VerifySegmentReport
 

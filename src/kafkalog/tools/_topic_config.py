@@ -12,7 +12,14 @@ from pathlib import Path
 
 from .. import FileRecords, LogConfig, parse_partition_dir
 from ..errors import KafkalogError
-from ..protocol import CONFIG_RESOURCE_TOPIC, METADATA_FRAME_VERSION, METADATA_RECORDS, MessageReader, ProtocolError, read_message
+from ..protocol import (
+    CONFIG_RESOURCE_TOPIC,
+    METADATA_FRAME_VERSION,
+    METADATA_RECORDS,
+    MessageReader,
+    ProtocolError,
+    read_message,
+)
 
 METADATA_DIR = "__cluster_metadata-0"
 KAFKA_DEFAULT = "Kafka default"
