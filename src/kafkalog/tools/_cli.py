@@ -10,14 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
-from ._commands import (
-    _run_convert,
-    _run_rebuild,
-    _run_retention,
-    _run_salvage,
-    _run_stat,
-    _run_verify,
-)
+from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
 from ._compact import _run_compact
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
