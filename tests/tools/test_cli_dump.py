@@ -497,7 +497,6 @@ def test_usage_errors() -> None:
     assert dump()[0] == 2  # --files is required
     assert dump("--files", "x.log", "--key-decoder-class", "com.example.MyDecoder")[0] == 2
     assert dump("--files", "x.log", "--key-decoder", "hex", "--key-decoder-class")[0] == 2
-    assert dump("--files", "x.log", "--cluster-metadata-decoder")[0] == 2
 
 
 # -- index sanity check ------------------------------------------------------------------------------

@@ -1,14 +1,22 @@
 """Kafka's message schemas and the one interpreter that reads and writes them: the requests and
 responses of the APIs the broker serves (headers, versions, tagged fields), and the records Kafka
 writes into its own logs (``__consumer_offsets``, ``__transaction_state``, the consumer
-protocol, KRaft control records) that ``kafkalog dump`` decodes.
+protocol, KRaft control and metadata records) that ``kafkalog dump`` decodes.
 
 The public API of this package is what it exports here; its modules are private.
 """
 
 from __future__ import annotations
 
-from ._apis import APIS, ApiKey, ApiSpec, ErrorCode, request_header_version, response_header_version, supported_api_versions
+from ._apis import (
+    APIS,
+    ApiKey,
+    ApiSpec,
+    ErrorCode,
+    request_header_version,
+    response_header_version,
+    supported_api_versions,
+)
 from ._codec import MessageReader, Reader, read_message, to_json, write_message
 from ._frames import (
     Request,
@@ -20,6 +28,12 @@ from ._frames import (
     encode_request,
     encode_response,
     iter_fields,
+)
+from ._metadata import (
+    CONFIG_RESOURCE_TOPIC,
+    FLOAT64_FIELDS,
+    METADATA_FRAME_VERSION,
+    METADATA_RECORDS,
 )
 from ._records import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
@@ -95,4 +109,9 @@ __all__ = [
     "TRANSACTION_LOG_KEY",
     "TRANSACTION_LOG_VALUE",
     "KRAFT_CONTROL_RECORDS",
+    # the KRaft metadata records (``__cluster_metadata``)
+    "METADATA_RECORDS",
+    "METADATA_FRAME_VERSION",
+    "FLOAT64_FIELDS",
+    "CONFIG_RESOURCE_TOPIC",
 ]

@@ -16,6 +16,7 @@ from ._decoders import (
     _NEW_DECODER_PACKAGE,
     _OLD_DECODER_PACKAGE,
     _SHORTHAND_DECODERS,
+    _ClusterMetadataParser,
     _Datum,
     _decoder_for_class,
     _DecoderParser,
@@ -112,7 +113,11 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="parse records as __transaction_state transaction metadata",
     )
-    dump.add_argument("--cluster-metadata-decoder", action="store_true", help=argparse.SUPPRESS)
+    dump.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="parse records as KRaft metadata records (__cluster_metadata logs and KRaft snapshots)",
+    )
     dump.add_argument(
         "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
     )
@@ -121,8 +126,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
-    if args.cluster_metadata_decoder:
-        parser.error("--cluster-metadata-decoder (KRaft metadata records) is not supported by kafkalog")
     deprecations: list[tuple[str, str]] = []
     decoders: dict[str, Callable[[bytes], _Datum] | None] = {}
     # Kafka builds the value decoder first, then the key decoder (deprecation notes follow suit).
@@ -149,6 +152,8 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         parser_obj, deprecations = _OffsetsParser(), []
     elif args.transaction_log_decoder:
         parser_obj, deprecations = _TransactionLogParser(), []
+    elif args.cluster_metadata_decoder:
+        parser_obj, deprecations = _ClusterMetadataParser(), []
     else:
         parser_obj = _DecoderParser(decoders["key"], decoders["value"])
     # Kafka: any decoder option implies --print-data-log, which implies --deep-iteration.
@@ -157,6 +162,7 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         args.print_data_log
         or args.offsets_decoder
         or args.transaction_log_decoder
+        or args.cluster_metadata_decoder
         or any(getattr(args, name) is not None for name in decoder_options)
     )
     files = [f for group in args.files for f in group.split(",") if f]
@@ -248,12 +254,22 @@ def _add_tool_commands(sub) -> None:
         help="show (or apply) what retention deletes, and why",
         description=(
             "Apply Kafka's retention (log start offset, retention.bytes, retention.ms) to a partition directory "
-            "(or every partition of a log directory). The topic's settings come only from --config."
+            "(or every partition of a log directory). The topic's settings come from --config, else from the "
+            "cluster's KRaft metadata log (__cluster_metadata-0 beside the partitions, or --metadata-log), else "
+            "Kafka's defaults (the internal topics compacted, as Kafka creates them); the report says which."
         ),
     )
     retention.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
     retention.add_argument("--dry-run", action="store_true", help="only report (read-only: nothing is opened for writing)")
     retention.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. retention.ms=86400000 (repeatable)")
+    retention.add_argument(
+        "--metadata-log", metavar="PATH",
+        help="the KRaft metadata log (__cluster_metadata-0 directory) to read topic configs from",
+    )
+    retention.add_argument(
+        "--allow-compacted", action="store_true",
+        help="apply retention.ms/retention.bytes even to a topic whose cleanup.policy is compact",
+    )
     retention.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
     retention.add_argument("--json", action="store_true", help="one JSON object per partition")
 

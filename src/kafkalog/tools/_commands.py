@@ -18,6 +18,7 @@ from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import salvage_segment
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
+from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import SegmentReport as VerifySegmentReport
 
@@ -230,7 +231,9 @@ def _run_rebuild(tool: _Tool) -> None:
         tool.guarded(one)
 
 
-def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
+def _cli_properties(tool: _Tool, parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The ``--config KEY=VALUE`` properties, each checked to be a topic property kafkalog knows
+    (a usage error otherwise)."""
     known = LogConfig().to_properties()
     props: dict[str, str] = {}
     for item in tool.args.config or []:
@@ -241,6 +244,11 @@ def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
         if key not in known:
             parser.error(f"--config {key}: not a topic property kafkalog knows ({', '.join(sorted(known))})")
         props[key] = value.strip()
+    return props
+
+
+def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
+    props = _cli_properties(tool, parser)
     try:
         return LogConfig.from_properties(props)
     except KafkalogError as e:
@@ -250,18 +258,34 @@ def _config_from(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:
 
 def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     a = tool.args
-    config = _config_from(tool, parser)
+    _config_from(tool, parser)  # --config itself checked up front (a usage error)
+    cli = _cli_properties(tool, parser)
     now = _now_ms(a.now)
 
     def run() -> None:
-        for directory in _partitions_at(a.path):
-            tool.guarded(lambda directory=directory: _retention_one(tool, directory, config, now))
+        partitions = _partitions_at(a.path)
+        metadata_logs: dict[Path, MetadataConfigs] = {}
+        for directory in partitions:
+            def one(directory: Path = directory) -> None:
+                where = find_metadata_log(directory, a.metadata_log)
+                if where is not None and where not in metadata_logs:
+                    metadata_logs[where] = MetadataConfigs(where)
+                settings = resolve(directory, cli, metadata=metadata_logs.get(where) if where else None,
+                                   allow_compacted=a.allow_compacted)
+                _retention_one(tool, directory, settings, now)
+
+            tool.guarded(one)
 
     tool.guarded(run)
 
 
-def _retention_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
+#: The settings a retention report names, with where each came from.
+_RETENTION_SETTINGS = ("cleanup.policy", "retention.ms", "retention.bytes")
+
+
+def _retention_one(tool: _Tool, directory: Path, settings: TopicSettings, now: int) -> None:
     a = tool.args
+    config = settings.config
     offline = plan_partition_retention(directory, config, now)  # what the files say, read-only
     plan = offline.plan
     if not a.dry_run and plan.deletions:
@@ -280,6 +304,8 @@ def _retention_one(tool: _Tool, directory: Path, config: LogConfig, now: int) ->
             "logEndOffset": offline.log_end_offset,
             "newLogStartOffset": plan.new_log_start_offset,
             "needsRoll": plan.needs_roll,
+            "settings": {k: v for k, v in settings.to_dict().items() if k in _RETENTION_SETTINGS},
+            "refused": settings.refused,
             "segments": [
                 {
                     "file": s.path,
@@ -297,9 +323,11 @@ def _retention_one(tool: _Tool, directory: Path, config: LogConfig, now: int) ->
         return
     tool.print(
         f"{directory}: log start offset {offline.log_start_offset}, log end offset {offline.log_end_offset}, "
-        f"{len(offline.segments)} segments; retention.ms={config.retention_ms} retention.bytes={config.retention_bytes} "
-        f"cleanup.policy={','.join(config.cleanup_policy)}; now={now} ({_ts(now)})"
+        f"{len(offline.segments)} segments; now={now} ({_ts(now)})"
     )
+    tool.print(f"  settings: {settings.describe(_RETENTION_SETTINGS)}")
+    if settings.refused:
+        tool.print(f"  refused: {settings.refused}")
     verb = "would delete" if a.dry_run else "deleted"
     for s in offline.segments:
         offsets = "empty" if s.last_offset is None else f"offsets {s.base_offset}..{s.last_offset}"

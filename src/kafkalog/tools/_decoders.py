@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import struct
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from .. import Record
 from ..protocol import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
+    FLOAT64_FIELDS,
     GROUP_METADATA_VALUE,
     INT16,
+    METADATA_FRAME_VERSION,
+    METADATA_RECORDS,
     TRANSACTION_LOG_KEY,
     TRANSACTION_LOG_VALUE,
     Message,
@@ -264,3 +269,116 @@ class _TransactionLogParser:
             "txnTimeoutMs": v["transactionTimeoutMs"],
         }
         return _Datum(text, value)
+
+
+# -- KRaft metadata records -----------------------------------------------------------------------
+
+#: ``AbstractApiMessageSerde.unsignedIntToShort``: frame version, type and version are unsigned
+#: varints that must fit a Java short.
+_SHORT_MAX = 2**15 - 1
+_DOUBLE = struct.Struct(">d")
+_INT64 = struct.Struct(">q")
+
+
+class _ClusterMetadataParser:
+    """``ClusterMetadataLogMessageParser``: a ``__cluster_metadata`` record's value (framed by
+    ``MetadataRecordSerde``) as ``{"type":..,"version":..,"data":..}``; metadata records have no key."""
+
+    def parse(self, record: Record) -> _Parsed:
+        if record.value is None:
+            return self._error(record, "the record has no value", "")
+        try:
+            r = MessageReader(record.value)
+            frame = self._short(r, "frame version")
+            if frame == 0:
+                return self._error(
+                    record,
+                    "Could not deserialize metadata record with frame version 0. Note that upgrades from the "
+                    "preview release of KRaft in 2.8 to newer versions are not supported.",
+                    "",
+                )
+            if frame != METADATA_FRAME_VERSION:
+                return self._error(
+                    record,
+                    f"Could not deserialize metadata record due to unknown frame version {frame}"
+                    f"(only frame version {METADATA_FRAME_VERSION} is supported)",
+                    "",
+                )
+            api_key = self._short(r, "type")
+            version = self._short(r, "version")
+        except _ReadError as e:
+            return self._error(record, str(e), "")
+        if api_key not in METADATA_RECORDS:
+            return self._error(
+                record, f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}", ""
+            )
+        type_name, message = METADATA_RECORDS[api_key]
+        try:
+            values = read_message(message, r, version)
+        except _ReadError as e:
+            return self._error(record, f"Failed to deserialize record with type {api_key}", str(e))
+        if r.remaining > 0:
+            return self._error(record, f"Found {r.remaining} byte(s) of garbage after {api_key}", "")
+        data = to_json(message, values, version)
+        for name in FLOAT64_FIELDS.get(message.name, ()):
+            data[name] = _DOUBLE.unpack(_INT64.pack(data[name]))[0]
+        value = {"type": type_name, "version": version, "data": data}
+        return _Parsed(None, _Datum(_java_json(value), _json_safe(value)))
+
+    @staticmethod
+    def _short(r: MessageReader, entity: str) -> int:
+        try:
+            value = r.uvarint(entity)
+        except _ReadError:
+            raise _ReadError(f"Error while reading {entity}") from None
+        if value > _SHORT_MAX:
+            raise _ReadError(f"Value for {entity} was too large.")
+        return value
+
+    @staticmethod
+    def _error(record: Record, message: str, detail: str) -> _Parsed:
+        """Kafka prints the error in place of the payload and goes on; ``--json`` adds the detail."""
+        text = f"Error at {record.offset}, skipping. {message}"
+        return _Parsed(None, _Datum(text, None), f"{text} ({detail})" if detail else text)
+
+
+def _java_double(value: float) -> str:
+    """Java's ``Double.toString`` (what Jackson writes for a double): shortest digits, plain
+    between 10^-3 and 10^7, else ``d.dddE±n``."""
+    if math.isnan(value):
+        return '"NaN"'  # Jackson quotes non-numeric numbers by default
+    if math.isinf(value):
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(value)  # the shortest digits that read back as the value, as Java's
+        return text if "." in text else text + ".0"
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    power = len(digit_tuple) + int(exponent) - 1
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{power}"
+
+
+def _java_json(value: object) -> str:
+    """``JsonNode.toString()`` of a decoded metadata record: Jackson's text, with doubles as
+    Java prints them."""
+    if isinstance(value, float):
+        return _java_double(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_jackson(k)}:{_java_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_java_json(v) for v in value) + "]"
+    return _jackson(value)
+
+
+def _json_safe(value: object) -> object:
+    """The record for ``--json``: non-finite doubles as the strings Jackson writes for them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
