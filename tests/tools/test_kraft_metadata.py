@@ -144,6 +144,7 @@ def test_bad_values_are_reported_and_skipped(tmp_path: Path) -> None:
 @pytest.mark.skipif(not SHARED_REAL.is_dir(), reason="shared corpus not present")
 @pytest.mark.parametrize("pattern", ["*/__cluster_metadata-0/*.log", "*/__cluster_metadata-0/*.checkpoint",
                                      "*/bootstrap.checkpoint"])
+@pytest.mark.timeout_guard(120)  # four real metadata logs of 16k-30k records each, deep
 def test_real_metadata_logs_decode_without_error(pattern: str) -> None:
     paths = sorted(SHARED_REAL.glob(pattern))
     assert paths

@@ -31,7 +31,6 @@ from ._frames import (
 )
 from ._metadata import (
     CONFIG_RESOURCE_TOPIC,
-    FLOAT64_FIELDS,
     METADATA_FRAME_VERSION,
     METADATA_RECORDS,
 )
@@ -47,6 +46,7 @@ from ._records import (
 from ._types import (
     BOOL,
     BYTES,
+    FLOAT64,
     INT8,
     INT16,
     INT32,
@@ -95,6 +95,7 @@ __all__ = [
     "iter_fields",
     # the record schemas and the reader the dump decodes them with
     "UINT16",
+    "FLOAT64",
     "UUID",
     "Message",
     "Reader",
@@ -112,6 +113,5 @@ __all__ = [
     # the KRaft metadata records (``__cluster_metadata``)
     "METADATA_RECORDS",
     "METADATA_FRAME_VERSION",
-    "FLOAT64_FIELDS",
     "CONFIG_RESOURCE_TOPIC",
 ]

@@ -25,7 +25,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ._types import BOOL, INT8, INT16, INT32, INT32_MAX, INT32_MIN, INT64, RECORDS, STRING, Array, Struct, _f, _struct
+from ._types import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT32_MAX,
+    INT32_MIN,
+    INT64,
+    RECORDS,
+    STRING,
+    Array,
+    Struct,
+    _f,
+    _struct,
+)
 
 
 class ApiKey(IntEnum):

@@ -24,10 +24,10 @@ from ._types import (
     BOOL,
     BYTES,
     COMPACT_LENGTH_MIN_SIZE,
+    FIXED,
     INT8,
     INT16,
     INT32,
-    INTS,
     LENGTH_SIZE,
     RECORDS,
     STRING,
@@ -252,7 +252,7 @@ def min_size(type_: Any, version: int, compact: bool) -> int:
 
 def _decode_value(r: Reader, type_: Any, nullable: bool, version: int, compact: bool, what: str, name: str,
                   tagged: bool = False) -> Any:
-    if type_ in INTS:
+    if type_ in FIXED:
         return r.fixed(type_.fmt, what)
     if type_ is BOOL:
         r.need(1, what)
@@ -449,7 +449,7 @@ def _encode_length(w: Writer, n: int, compact: bool, int16: bool = False) -> Non
 def encode_value(w: Writer, type_: Any, value: Any, nullable: bool, version: int, compact: bool, what: str,
                  tagged: bool = False) -> None:
     """Append ``value`` of ``type_`` to ``w``."""
-    if type_ in INTS:
+    if type_ in FIXED:
         try:
             w.buf += type_.fmt.pack(value)
         except struct.error as e:

@@ -26,8 +26,24 @@ from ._apis import (
     request_header_version,
     response_header_version,
 )
-from ._codec import Reader, Writer, decode_struct, encode_struct, encode_value, is_bytes_like, uvarint
-from ._types import INT16, INT32, STRING, Field, ProtocolError, Struct, UnsupportedApiError
+from ._codec import (
+    Reader,
+    Writer,
+    decode_struct,
+    encode_struct,
+    encode_value,
+    is_bytes_like,
+    uvarint,
+)
+from ._types import (
+    INT16,
+    INT32,
+    STRING,
+    Field,
+    ProtocolError,
+    Struct,
+    UnsupportedApiError,
+)
 
 _I16 = INT16.fmt
 _I32 = INT32.fmt

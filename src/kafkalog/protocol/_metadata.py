@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._types import (
     BOOL,
     BYTES,
+    FLOAT64,
     INT8,
     INT16,
     INT32,
@@ -28,11 +29,6 @@ from ._types import (
 
 #: ``"nullableVersions": "0+"`` and ``"taggedVersions": "0+"``.
 _ALWAYS = "0+"
-
-#: ``ClientQuotaRecord.Value`` is a float64; the interpreter has no float type, so the field is
-#: read as the 8 bytes of an int64 and turned into the double they hold by the caller
-#: (:data:`FLOAT64_FIELDS`).
-FLOAT64_FIELDS: dict[str, tuple[str, ...]] = {"ClientQuotaRecord": ("value",)}
 
 _ENDPOINT = [_f("name", STRING), _f("host", STRING), _f("port", UINT16), _f("securityProtocol", INT16)]
 _FEATURE = [_f("name", STRING), _f("minSupportedVersion", INT16), _f("maxSupportedVersion", INT16)]
@@ -131,7 +127,7 @@ METADATA_RECORDS: dict[int, tuple[str, Message]] = {
         "ClientQuotaRecord", "0",
         _f("entity", [_f("entityType", STRING), _f("entityName", STRING, nullable=_ALWAYS)]),
         _f("key", STRING),
-        _f("value", INT64),  # a float64 (see FLOAT64_FIELDS)
+        _f("value", FLOAT64),
         _f("remove", BOOL),
     )),
     15: ("PRODUCER_IDS_RECORD", _record(

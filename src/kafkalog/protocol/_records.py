@@ -17,7 +17,21 @@ key version (record type)         key / value messages (``CoordinatorRecordSerde
 
 from __future__ import annotations
 
-from ._types import BYTES, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, Array, Message, _f, _message, _struct
+from ._types import (
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Message,
+    _f,
+    _message,
+    _struct,
+)
 
 #: ``"nullableVersions": "0+"``.
 _ALWAYS = "0+"

@@ -88,6 +88,7 @@ INT16 = _fixed("int16", ">h")
 INT32 = _fixed("int32", ">i")
 INT64 = _fixed("int64", ">q")
 UINT16 = _fixed("uint16", ">H")
+FLOAT64 = _fixed("float64", ">d", 0.0)
 BOOL = _Prim("bool", None, 1, 1, False)
 #: Decoded as Kafka's ``Uuid.toString``: URL-safe base64 without padding.
 UUID = _Prim("uuid", None, UUID_SIZE, UUID_SIZE, "AAAAAAAAAAAAAAAAAAAAAA")
@@ -97,8 +98,10 @@ BYTES = _Prim("bytes", None, LENGTH_SIZE, COMPACT_LENGTH_MIN_SIZE, b"")
 #: from bytes, a file slice (anything with ``size_in_bytes``, sent separately) or a list of them.
 RECORDS = _Prim("records", None, LENGTH_SIZE, COMPACT_LENGTH_MIN_SIZE, b"")
 
-#: The fixed-size integer types (read and written with their ``fmt``).
+#: The fixed-size integer types.
 INTS = (INT8, INT16, INT32, INT64, UINT16)
+#: Every fixed-size type (read and written with its ``fmt``).
+FIXED = (*INTS, FLOAT64)
 
 
 def _versions(spec: str) -> tuple[int, int]:

@@ -14,7 +14,6 @@ from .. import Record
 from ..protocol import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     CONSUMER_PROTOCOL_SUBSCRIPTION,
-    FLOAT64_FIELDS,
     GROUP_METADATA_VALUE,
     INT16,
     METADATA_FRAME_VERSION,
@@ -320,8 +319,6 @@ class _ClusterMetadataParser:
         if r.remaining > 0:
             return self._error(record, f"Found {r.remaining} byte(s) of garbage after {api_key}", "")
         data = to_json(message, values, version)
-        for name in FLOAT64_FIELDS.get(message.name, ()):
-            data[name] = _DOUBLE.unpack(_INT64.pack(data[name]))[0]
         value = {"type": type_name, "version": version, "data": data}
         return _Parsed(None, _Datum(_java_json(value), _json_safe(value)))
 
