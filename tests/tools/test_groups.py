@@ -235,6 +235,7 @@ def test_real_consumer_offsets_before_the_deletion(tmp_path):
     (root / "__consumer_offsets-12" / "00000000000000000862.log").unlink()
     offsets = {k: (v.offset, v.leader_epoch) for k, v in committed_offsets(root).items()}
     assert offsets[("my-group", "my-second-topic", 0)] == (1, 0)
+    assert {v.expire_timestamp for v in committed_offsets(root).values()} == {None}  # version 3 has none
     assert offsets[("my-group", "my-second-topic", 1)] == (0, None)
     assert offsets[("my-group", "my-second-topic", 2)] == (2, 0)
     assert offsets[("my-group", "my-first-topic", 2)] == (2, 0)

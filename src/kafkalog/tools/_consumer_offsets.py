@@ -253,9 +253,12 @@ class _Loader:
                 else:
                     self.result.offsets.pop(gtp, None)
                 return
-            v = _decode(schemas[1], value, "value")
-            epoch = v.get("leaderEpoch")
-            expire = v.get("expireTimestamp")
+            value_reader, version = _version(value, "value")
+            v = read_message(schemas[1], value_reader, version)
+            # OffsetCommitValue: leaderEpoch from version 3, expireTimestamp in version 1 only
+            # (absent fields read as defaults, which are not Kafka's -1).
+            epoch = v["leaderEpoch"] if version >= 3 else None
+            expire = v["expireTimestamp"] if version == 1 else None
             commit = CommittedOffset(
                 gtp[0], gtp[1], gtp[2], v["offset"],
                 None if epoch is None or epoch < 0 else epoch, v["metadata"] or "", v["commitTimestamp"],

@@ -177,4 +177,4 @@ def _print_group(tool: _Tool, name: str, rows: list[PartitionLag], state: str, v
                 (_MISSING if c is None else _ts(c.commit_timestamp)).ljust(24),
                 _MISSING if c is None else c.metadata,
             ]
-        tool.print(line(cells))
+        tool.print(line(cells).rstrip() if verbose else line(cells))
