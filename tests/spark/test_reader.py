@@ -192,3 +192,15 @@ def test_the_reader_needs_no_pyspark(logs):
     count, message = done.stdout.splitlines()
     assert count == str(len(list(read_records(logs))))
     assert message.startswith("ImportError") and "kafkalog[spark]" in message
+
+
+def test_the_documented_example_runs_and_prints_what_the_page_says(capsys):
+    """docs/reader.md: each ``python`` block runs as written, and prints the block after it."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reader.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", page, re.S)
+    assert blocks
+    for code, expected in blocks:
+        exec(compile(code, "docs/reader.md", "exec"), {})
+        assert capsys.readouterr().out == expected

@@ -180,6 +180,10 @@ def test_the_command_prints_kafkas_describe_table(log_dir):
     assert lines[1].startswith("GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG ")
     assert lines[2].split() == ["app", "orders", "0", "7", "10", "3", "consumer-1-abc", "/127.0.0.1", "consumer-1"]
     assert lines[3].split() == ["app", "orders", "1", "1", "5", "4", "consumer-1-abc", "/127.0.0.1", "consumer-1"]
+    # docs/cli.md shows this very output.
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    shown = page.split("$ kafkalog groups /var/lib/kafka/data --group app\n", 1)[1].split("```", 1)[0]
+    assert out == shown
     status, out, err = run("groups", str(log_dir), "--group", "simple")
     assert status == 0
     assert "Consumer group 'simple' has no active members." in err
