@@ -124,7 +124,7 @@ def test_columns_come_in_bounded_runs(logs):
 
 
 def test_corruption_raises_or_is_skipped(logs):
-    seg = sorted((logs / "orders-0").glob("*.log"))[0]
+    seg = min((logs / "orders-0").glob("*.log"))
     data = bytearray(seg.read_bytes())
     data[30] ^= 0xFF  # inside the first batch's header: its CRC fails
     seg.write_bytes(bytes(data))
@@ -187,7 +187,7 @@ def test_the_reader_needs_no_pyspark(logs):
         "except ImportError as e:\n"
         "    print('ImportError', e)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     count, message = done.stdout.splitlines()
     assert count == str(len(list(read_records(logs))))
@@ -199,8 +199,8 @@ def test_the_documented_example_runs_and_prints_what_the_page_says(capsys):
     import re
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "reader.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", page, re.S)
+    blocks = re.findall(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", page, re.DOTALL)
     assert blocks
     for code, expected in blocks:
-        exec(compile(code, "docs/reader.md", "exec"), {})
+        exec(compile(code, "docs/reader.md", "exec"), {})  # noqa: S102  (the page's own example)
         assert capsys.readouterr().out == expected

@@ -29,7 +29,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._discovery import INTERNAL_TOPICS
-from ._reader import PartitionColumns, TopicRecord, read_arrow, read_columns, read_records
+from ._reader import (
+    PartitionColumns,
+    TopicRecord,
+    read_arrow,
+    read_columns,
+    read_records,
+)
 from ._stats import scan_stats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,18 +44,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._write import murmur2
 
 __all__ = [
-    "KafkalogDataSource",
-    "register",
-    "verify",
-    "scan_stats",
-    "murmur2",
-    "SCHEMA_DDL",
     "INTERNAL_TOPICS",
-    "read_records",
-    "read_columns",
-    "read_arrow",
-    "TopicRecord",
+    "SCHEMA_DDL",
+    "KafkalogDataSource",
     "PartitionColumns",
+    "TopicRecord",
+    "murmur2",
+    "read_arrow",
+    "read_columns",
+    "read_records",
+    "register",
+    "scan_stats",
+    "verify",
 ]
 
 

@@ -19,7 +19,7 @@ import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from .. import Header, RecordColumns
 from ..errors import InvalidConfigError
@@ -34,9 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: An offset bound: ``"earliest"``, ``"latest"``, one offset for every partition, or
 #: ``{topic: {partition: offset}}`` (partitions left out take earliest, or latest for an end).
-Offsets = Union[str, int, Mapping[str, Mapping[int, int]]]
+Offsets = str | int | Mapping[str, Mapping[int, int]]
 #: A timestamp bound (epoch ms): one for every partition, or ``{topic: {partition: ms}}``.
-Timestamps = Union[int, Mapping[str, Mapping[int, int]]]
+Timestamps = int | Mapping[str, Mapping[int, int]]
 
 
 @dataclass(frozen=True)

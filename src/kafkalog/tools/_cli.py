@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
-from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
+from ._commands import (
+    _run_convert,
+    _run_rebuild,
+    _run_retention,
+    _run_salvage,
+    _run_stat,
+    _run_verify,
+)
 from ._compact import _run_compact
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
@@ -23,9 +30,9 @@ from ._decoders import (
     _TransactionLogParser,
 )
 from ._demo import _run_demo
-from ._groups import _run_groups
 from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
+from ._groups import _run_groups
 from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
 from ._tool import _Tool
 

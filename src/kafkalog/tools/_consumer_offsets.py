@@ -27,6 +27,7 @@ is an error naming the file and the byte position.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,6 @@ from ..errors import (
 )
 from ..protocol import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
-    INT16,
     MessageReader,
     ProtocolError,
     coordinator_record_schemas,
@@ -65,7 +65,7 @@ CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSET_COMMIT_TYPES = (0, 1)
 _GROUP_METADATA_TYPE = 2
 #: A message's version (and a coordinator key's record type): an int16 before it.
-_VERSION = INT16.fmt
+_VERSION = struct.Struct(">h")
 #: What reading a batch raises when its bytes are bad.
 _BATCH_ERRORS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError)
 

@@ -12,7 +12,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import PARTITION_DIR, segment_logs
-from ._consumer_offsets import CommittedOffset, ConsumerOffsets, log_end_offsets, read_consumer_offsets
+from ._consumer_offsets import (
+    CommittedOffset,
+    ConsumerOffsets,
+    log_end_offsets,
+    read_consumer_offsets,
+)
 from ._tool import _Tool, _ts
 
 #: What Kafka's tool prints for a value it does not have.
@@ -72,11 +77,8 @@ def group_lag(offsets: ConsumerOffsets, ends: dict[tuple[str, int], int], *, gro
         end = ends.get((topic, partition))
         current = None if commit is None else commit.offset
         lag = None if current is None or current < 0 or end is None else end - current
-        owner = owners.get(key)
-        rows[key] = PartitionLag(
-            name, topic, partition, current, end, lag,
-            *(owner if owner is not None else (None, None, None)), commit,  # type: ignore[arg-type]
-        )
+        member_id, host, client_id = owners.get(key, (None, None, None))
+        rows[key] = PartitionLag(name, topic, partition, current, end, lag, member_id, host, client_id, commit)
     return [rows[k] for k in sorted(rows)]
 
 
