@@ -12,6 +12,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import examples
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkalog import (
     AppendOrigin,
@@ -282,3 +285,30 @@ def test_log_end_offset_reads_the_last_segment(log_dir):
     with FileRecords.open(max((log_dir / "orders-1").glob("*.log")), mutable=True) as records:
         records.append(b"\x00" * 30)  # a torn tail does not count
     assert log_end_offset(log_dir / "orders-1") == 5
+
+
+# Offset commits and tombstones in random batches: the last record of each key wins.
+_OPS = st.lists(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), st.one_of(st.none(), st.integers(0, 10**6))),
+        min_size=1, max_size=4,
+    ),
+    min_size=1, max_size=12,
+)
+
+
+@examples(30)
+@given(ops=_OPS)
+def test_the_last_commit_or_tombstone_of_each_key_wins(tmp_path_factory, ops):
+    root = tmp_path_factory.mktemp("logs")
+    expected: dict[tuple[str, str, int], int] = {}
+    with Log.open(root / "__consumer_offsets-3", LogConfig(segment_bytes=512, retention_ms=-1)) as log:
+        for records in ops:
+            log.append(batch(*((commit_key(g, "t", p), None if o is None else commit_value(o)) for g, p, o in records)),
+                       origin=AppendOrigin.COORDINATOR)
+            for g, p, o in records:
+                if o is None:
+                    expected.pop((g, "t", p), None)
+                else:
+                    expected[(g, "t", p)] = o
+    assert {k: v.offset for k, v in committed_offsets(root).items()} == expected
