@@ -171,32 +171,39 @@ def read_columns(
             yield PartitionColumns(s.topic, s.partition, columns)
 
 
-def _binary(offsets: Any, data: Any, valid: Any, i: int) -> bytes | None:
-    if not valid[i]:
-        return None
-    return bytes(data[offsets[i]:offsets[i + 1]])
+class _Binary:
+    """A binary column (Arrow layout) as Python lists and one bytes object, for per-record
+    access without numpy indexing."""
+
+    def __init__(self, offsets: Any, data: Any, valid: Any = None) -> None:
+        self.offsets = offsets.tolist()
+        self.data = data.tobytes()
+        self.valid = None if valid is None else valid.tolist()  # None: never null
+
+    def __getitem__(self, i: int) -> bytes | None:
+        if self.valid is not None and not self.valid[i]:
+            return None
+        return self.data[self.offsets[i]:self.offsets[i + 1]]
 
 
 def _records_of(part: PartitionColumns) -> Iterator[TopicRecord]:
     c = part.columns
     offsets, timestamps, types = c.offset.tolist(), c.timestamp.tolist(), c.timestamp_type.tolist()
-    headers = c.header_offsets is not None
-    for i in range(len(c)):
+    keys = _Binary(c.key_offsets, c.key_data, c.key_valid)
+    values = _Binary(c.value_offsets, c.value_data, c.value_valid)
+    runs = valid_runs = None
+    if c.header_offsets is not None:
+        runs, valid_runs = c.header_offsets.tolist(), c.headers_valid.tolist()
+        names = _Binary(c.header_key_offsets, c.header_key_data)
+        header_values = _Binary(c.header_value_offsets, c.header_value_data, c.header_value_valid)
+    topic, partition = part.topic, part.partition
+    for i in range(len(offsets)):
         hs: tuple[Header, ...] = ()
-        if headers and c.headers_valid[i]:
+        if runs is not None and valid_runs is not None and valid_runs[i]:
             hs = tuple(
-                Header(
-                    bytes(c.header_key_data[c.header_key_offsets[h]:c.header_key_offsets[h + 1]]).decode("utf-8"),
-                    _binary(c.header_value_offsets, c.header_value_data, c.header_value_valid, h),
-                )
-                for h in range(c.header_offsets[i], c.header_offsets[i + 1])
+                Header((names[h] or b"").decode("utf-8"), header_values[h]) for h in range(runs[i], runs[i + 1])
             )
-        yield TopicRecord(
-            part.topic, part.partition, offsets[i], timestamps[i], types[i],
-            _binary(c.key_offsets, c.key_data, c.key_valid, i),
-            _binary(c.value_offsets, c.value_data, c.value_valid, i),
-            hs,
-        )
+        yield TopicRecord(topic, partition, offsets[i], timestamps[i], types[i], keys[i], values[i], hs)
 
 
 def read_records(path: str | os.PathLike, **options: Any) -> Iterator[TopicRecord]:
