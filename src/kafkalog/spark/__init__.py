@@ -6,20 +6,74 @@ as partition logs. See docs/spark.md.
     kafkalog.spark.register(spark)
     df = spark.read.format("kafkalog").load("/data/kafka-logs")
 
+The same reading engine without Spark (docs/reader.md): :func:`read_records`,
+:func:`read_columns` and :func:`read_arrow` iterate the records of a partition or log
+directory with offset and time bounds, read_committed and corruption handling.
+
+    from kafkalog.spark import read_records
+    for record in read_records("/data/kafka-logs", topics=["orders"], start_offsets=100):
+        ...
+
 The public API of this package is what it exports here; its modules are private. Planning
 and reading need no pyspark: ``_options`` (read options), ``_discovery`` (partition
 directories and segments), ``_partition`` (one partition log's bounds and indexes), ``_plan``
-(bounds and input partitions), ``_read`` (a slice on the executor), ``_stats``. The pyspark
-side: ``_compat`` (the optional imports), ``_source`` (the data source and batch reader),
-``_stream`` (the stream reader), ``_write`` (the writer).
+(bounds and input partitions), ``_read`` (a slice on the executor), ``_stats``, ``_reader``
+(the public reader). The pyspark side: ``_compat`` (the optional imports), ``_source`` (the
+data source and batch reader), ``_stream`` (the stream reader), ``_write`` (the writer); its
+names are imported on first use, so that ``import kafkalog.spark`` and the reader work
+without pyspark installed.
 """
 
 from __future__ import annotations
 
-from ._arrow import SCHEMA_DDL
-from ._discovery import INTERNAL_TOPICS
-from ._source import KafkalogDataSource, register, verify
-from ._stats import scan_stats
-from ._write import murmur2
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["KafkalogDataSource", "register", "verify", "scan_stats", "murmur2", "SCHEMA_DDL", "INTERNAL_TOPICS"]
+from ._discovery import INTERNAL_TOPICS
+from ._reader import (
+    PartitionColumns,
+    TopicRecord,
+    read_arrow,
+    read_columns,
+    read_records,
+)
+from ._stats import scan_stats
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._arrow import SCHEMA_DDL
+    from ._source import KafkalogDataSource, register, verify
+    from ._write import murmur2
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "SCHEMA_DDL",
+    "KafkalogDataSource",
+    "PartitionColumns",
+    "TopicRecord",
+    "murmur2",
+    "read_arrow",
+    "read_columns",
+    "read_records",
+    "register",
+    "scan_stats",
+    "verify",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """The pyspark side's names, imported on first use (they need pyspark and pyarrow; a
+    missing one raises ImportError saying how to install it)."""
+    if name in ("KafkalogDataSource", "register", "verify"):
+        from . import _source as module
+    elif name == "murmur2":
+        from . import _write as module
+    elif name == "SCHEMA_DDL":
+        from . import _arrow as module
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,6 @@
 """The ``kafkalog`` command and the operator tools' library: verify, salvage, convert,
-rebuild-index, the segment summary, and the command line (dump, stat, retention, compact, demo).
+rebuild-index, the segment summary, committed offsets and consumer lag read from
+``__consumer_offsets``, and the command line (dump, stat, retention, compact, demo, groups).
 
 The public API of this package is what it exports here; its modules are private.
 """
@@ -7,8 +8,20 @@ The public API of this package is what it exports here; its modules are private.
 from __future__ import annotations
 
 from ._cli import SUBCOMMANDS, main
+from ._consumer_offsets import (
+    CONSUMER_OFFSETS_TOPIC,
+    CommittedOffset,
+    ConsumerOffsets,
+    GroupMember,
+    GroupMetadata,
+    committed_offsets,
+    log_end_offset,
+    log_end_offsets,
+    read_consumer_offsets,
+)
 from ._convert import ConvertReport, convert_path, convert_segment
 from ._demo import SAMPLE_PARTITION, build_sample
+from ._groups import PartitionLag, consumer_group_lag, group_lag
 from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes, rebuild_path
 from ._salvage import SalvageReport, SkippedRegion, salvage_segment
 from ._summary import summarise
@@ -26,31 +39,43 @@ from ._verify_report import (
 from ._verify_segment import verify_segment
 
 __all__ = [
-    "main",
-    "SUBCOMMANDS",
-    "build_sample",
+    "CONSUMER_OFFSETS_TOPIC",
+    "MAX_PROBLEMS_PER_KIND",
     "SAMPLE_PARTITION",
-    "summarise",
-    "verify_path",
-    "verify_segment",
-    "total_log_bytes",
-    "Problem",
-    "SegmentReport",
+    "SUBCOMMANDS",
+    "CommittedOffset",
+    "ConsumerOffsets",
+    "ConvertReport",
+    "GroupMember",
+    "GroupMetadata",
+    "PartitionLag",
     "PartitionReport",
-    "VerifyReport",
+    "Problem",
     "Progress",
     "ProgressTicker",
-    "MAX_PROBLEMS_PER_KIND",
+    "RebuildReport",
+    "SalvageReport",
+    "SegmentReport",
+    "SkippedRegion",
     "TransactionTracker",
     "TxnEnd",
-    "salvage_segment",
-    "SalvageReport",
-    "SkippedRegion",
-    "ensure_not_in_use",
+    "VerifyReport",
+    "build_sample",
+    "committed_offsets",
+    "consumer_group_lag",
     "convert_path",
     "convert_segment",
-    "rebuild_path",
+    "ensure_not_in_use",
+    "group_lag",
+    "log_end_offset",
+    "log_end_offsets",
+    "main",
+    "read_consumer_offsets",
     "rebuild_indexes",
-    "ConvertReport",
-    "RebuildReport",
+    "rebuild_path",
+    "salvage_segment",
+    "summarise",
+    "total_log_bytes",
+    "verify_path",
+    "verify_segment",
 ]

@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from typing import IO
 
 from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
-from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
+from ._commands import (
+    _run_convert,
+    _run_rebuild,
+    _run_retention,
+    _run_salvage,
+    _run_stat,
+    _run_verify,
+)
 from ._compact import _run_compact
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
@@ -26,11 +33,12 @@ from ._decoders import (
 from ._demo import _run_demo
 from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
+from ._groups import _run_groups
 from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
 from ._tool import _Tool
 
 #: The subcommands ``python -m kafkalog`` hands over to this package.
-SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo")
+SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups")
 
 # ------------------------------------------------------------------------------------------------
 # Command line
@@ -338,7 +346,20 @@ def _add_tool_commands(sub) -> None:
         ),
     )
     demo.add_argument("dir", nargs="?", metavar="DIR", help="the log directory to write DIR/sample-0 in, kept (default: a temporary one, removed)")
-    for p in (verify, salvage, rebuild, retention, convert, stat_cmd, compact, demo):
+    groups = sub.add_parser(
+        "groups",
+        help="committed offsets and lag per consumer group, read from __consumer_offsets (read-only)",
+        description=(
+            "Describe consumer groups as kafka-consumer-groups.sh --describe does, offline: the offsets committed in "
+            "the __consumer_offsets partitions of DIR, the log end offsets of the partitions beside them, and the lag. "
+            "Nothing is written."
+        ),
+    )
+    groups.add_argument("dirs", nargs="+", metavar="DIR", help="a log directory (several for a broker's JBOD directories)")
+    groups.add_argument("--group", metavar="GROUP", help="only this group")
+    groups.add_argument("--verbose", action="store_true", help="also the commit's leader epoch, time and metadata")
+    groups.add_argument("--json", action="store_true", help="one JSON object per group and partition (documented in docs/cli.md)")
+    for p in (verify, salvage, rebuild, retention, convert, stat_cmd, compact, demo, groups):
         p.set_defaults(_parser=p)
 
 
@@ -361,6 +382,8 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             _run_compact(tool, args._parser)
         elif args.command == "demo":
             _run_demo(tool, main)
+        elif args.command == "groups":
+            _run_groups(tool)
     except SystemExit as e:  # a usage error found after parsing (--config)
         return e.code if isinstance(e.code, int) else 2
     return tool.status
@@ -368,7 +391,7 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
-    ``convert``, ``stat``, ``compact``, ``demo``); return the exit status.
+    ``convert``, ``stat``, ``compact``, ``demo``, ``groups``); return the exit status.
 
     Args:
         argv: the arguments after the program name, starting with the subcommand.
