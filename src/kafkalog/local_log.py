@@ -241,15 +241,9 @@ class LocalLog:
                 _log.warning("newly rolled segment file %s already exists; deleting it first", path)
                 path.unlink()
         active.on_become_inactive()
-        try:
-            new_segment = LogSegment.open(
-                self.directory, new_offset, self.config, roll_jitter_ms=self.jitter(), clock=self.clock
-            )
-        except OSError:
-            # A full disk: the old segment stays the active one (its indexes get their room back)
-            # and LogSegment.open left nothing of the new one; the next append retries the roll.
-            active.resize_indexes(self.config.segment_index_bytes)
-            raise
+        new_segment = LogSegment.open(
+            self.directory, new_offset, self.config, roll_jitter_ms=self.jitter(), clock=self.clock
+        )
         self.segments.add(new_segment)
         return new_segment
 

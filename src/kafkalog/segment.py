@@ -134,7 +134,12 @@ class LogSegment:
             log = FileRecords.open(path)
         else:
             preallocate = config.segment_bytes if config.preallocate else 0
-            log = FileRecords.open(path, create=True, preallocate=preallocate)
+            try:
+                log = FileRecords.open(path, create=True, preallocate=preallocate)
+            except OSError:
+                if created:  # reserving the space failed (a full disk): leave no empty file
+                    path.unlink(missing_ok=True)
+                raise
         max_index = config.segment_index_bytes
         segment = cls(
             log,
