@@ -317,18 +317,43 @@ class FileRecords(Records):
         return fd
 
     def append(self, records: MemoryRecords | bytes | bytearray | memoryview) -> int:
-        """Append the bytes of ``records`` at the end of the file; return how many were written."""
+        """Append the bytes of ``records`` at the end of the file; return how many were written.
+
+        Raises:
+            OSError: the write failed (``ENOSPC``: the disk is full). The file is left as it
+                was: the part of a short write that landed is cut off again (or zeroed, in a
+                preallocated file), so no partial batch follows the records.
+        """
         fd = self._check_writable()
         data = records.buffer if isinstance(records, MemoryRecords) else records
         pos = self._h.size
         total = len(data) if not isinstance(data, memoryview) else data.nbytes
-        written = os.pwrite(fd, data, pos)
-        if written < total:  # a short write: carry on from where it stopped
-            view = memoryview(data).cast("B")
-            while written < total:
-                written += os.pwrite(fd, view[written:], pos + written)
+        written = 0
+        try:
+            written = os.pwrite(fd, data, pos)
+            if written < total:  # a short write: carry on from where it stopped
+                view = memoryview(data).cast("B")
+                while written < total:
+                    written += os.pwrite(fd, view[written:], pos + written)
+        except OSError:
+            self._undo_partial_write(fd, pos, written)
+            raise
         self._h.size = pos + written
         return written
+
+    def _undo_partial_write(self, fd: int, pos: int, written: int) -> None:
+        """Take back the ``written`` bytes a failed append left at ``pos``: cut the file there,
+        or zero them where the file extends past them (preallocation, whose blocks they
+        already hold, so zeroing needs no space)."""
+        if not written:
+            return
+        try:
+            if os.fstat(fd).st_size > pos + written:
+                os.pwrite(fd, bytes(written), pos)
+            else:
+                os.ftruncate(fd, pos)
+        except OSError:
+            pass  # the bytes lie past the records' end; recovery would cut them (invalid batch)
 
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file; the open descriptor (and any slice) stays valid."""

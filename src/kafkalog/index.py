@@ -11,6 +11,16 @@ is active and trimmed to their entries when it is rolled or closed; an index ope
 counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index lives in
 :mod:`kafkalog.txn_index`.
 
+Writing. Entries are written with ``pwrite``, never stored through the map: the file is
+preallocated sparse, and on a full disk a store to a page the file system has not yet allocated
+kills the process with SIGBUS, where ``pwrite`` fails with ``OSError(ENOSPC)`` and leaves the
+entry uncounted. The map is ``MAP_SHARED``, so it sees the written bytes at once. For the same
+reason a writable index whose entries include unallocated blocks (a preallocated index left by
+a crash: its length counts as entries) has those blocks allocated when it is mapped, since on
+tmpfs even a read of a hole through a map allocates; on a full disk that open fails with
+``ENOSPC`` instead of faulting later. An index dropped without :meth:`close` releases its
+descriptor when it is collected (a ``weakref.finalize``).
+
 Reading without writing. An index opened read-only (``writable=False``) is copied into memory
 with ``pread``, never mapped: a writer trims the index of a segment it rolls, and a mapped page
 past the new end would kill the reader with SIGBUS. :meth:`OffsetIndex.read_live` and
@@ -34,9 +44,11 @@ access.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 import threading
+import weakref
 from array import array
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
@@ -72,6 +84,45 @@ def _live_entries(fd: int, n: int, size: int) -> int:
     return lo
 
 
+
+
+def _close_quietly(fd: int) -> None:
+    """Close ``fd`` (an index's finalizer: the index was dropped without close())."""
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def pwrite_all(fd: int, data: bytes, position: int) -> None:
+    """Write all of ``data`` at ``position``; a full disk raises ``OSError(ENOSPC)`` (a short
+    write is retried for the rest, which then fails with the reason)."""
+    written = os.pwrite(fd, data, position)
+    while written < len(data):
+        more = os.pwrite(fd, data[written:], position + written)
+        if more <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written += more
+
+
+def _allocate_entries(fd: int, end: int, path: Path) -> None:
+    """Make sure bytes ``[0, end)`` of the file have blocks, so reading them through a map
+    cannot fault (tmpfs allocates a page on a read fault of a hole, and a full one sends
+    SIGBUS). Only a file with a hole below ``end`` is touched: a preallocated index left by a
+    crash, whose length counts as entries (Kafka's rule).
+
+    Raises:
+        OSError: ENOSPC when the disk is full (the index cannot be opened for writing then).
+    """
+    try:
+        first_hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        first_hole = end  # no hole reporting: the file system has no holes to fault on
+    if first_hole < end:
+        try:
+            os.posix_fallocate(fd, first_hole, end - first_hole)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot allocate the entries of index {path}: {e.strerror}", str(path)) from None
 
 
 def _plain_search_forced() -> bool:
@@ -154,6 +205,7 @@ class _Index(Generic[_Entry]):
         self._plain = False  # search with Kafka's plain binary search only
         self._keys: array | None = None  # native copy of the key column (fast search)
         self._copy = bytearray()  # a read-only index's bytes (never mapped; see _map)
+        self._fd_finalizer: weakref.finalize | None = None  # closes _fd if the index is dropped
 
     @classmethod
     def read_live(cls: type[_IndexT], path: str | os.PathLike, base_offset: int) -> _IndexT:
@@ -200,10 +252,13 @@ class _Index(Generic[_Entry]):
                 if newly_created:
                     os.ftruncate(fd, self.max_index_size // size * size)
                 self._length = os.fstat(fd).st_size
+                if not newly_created:
+                    _allocate_entries(fd, self._length // size * size, self._path)
             except BaseException:
                 os.close(fd)
                 raise
             self._fd = fd
+            self._fd_finalizer = weakref.finalize(self, _close_quietly, fd)
             self._map()
         else:
             self._read_copy()
@@ -246,8 +301,7 @@ class _Index(Generic[_Entry]):
         self._capacity = n
 
     def _unmap(self) -> None:
-        if self._mm is not None and self._writable:
-            self._mm.flush()
+        # Nothing is stored through the map (entries are written with pwrite): no msync needed.
         # Dropping the only reference unmaps it; views are never handed out, so none remain.
         self._mm = None
         self._copy = bytearray()
@@ -303,8 +357,6 @@ class _Index(Generic[_Entry]):
         rounded = max(new_size // self.entry_size, self._entries) * self.entry_size
         if rounded == self._length:
             return False
-        if self._mm is not None and self._writable:
-            self._mm.flush()
         os.ftruncate(self._writable_fd(), rounded)
         self._length = rounded
         self._map()
@@ -344,10 +396,8 @@ class _Index(Generic[_Entry]):
         self._truncate_to_entries(keep)
 
     def flush(self) -> None:
-        """Write the mapped entries to disk (msync + fsync)."""
+        """fsync the entries (written with pwrite, so the map holds no dirty pages)."""
         if self._opened and not self._closed and self._writable:
-            if self._mm is not None:
-                self._mm.flush()
             os.fsync(self._writable_fd())
 
     def close(self) -> None:
@@ -363,8 +413,12 @@ class _Index(Generic[_Entry]):
     def _close_handle(self) -> None:
         self._unmap()
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            finalizer, self._fd_finalizer = self._fd_finalizer, None
+            if finalizer is not None:
+                finalizer()  # closes fd, once
+            else:
+                os.close(fd)
         self._opened = False
         self._keys = None
 
@@ -412,7 +466,8 @@ class _Index(Generic[_Entry]):
             raise InvalidOffsetError(
                 f"attempt to append to a full index (size = {self._entries})", file=str(self._path)
             )
-        self._ENTRY_STRUCT.pack_into(self._raw, self._entries * self.entry_size, *row)
+        # pwrite, not a store through the map: see the module docstring (full disk -> SIGBUS).
+        pwrite_all(self._writable_fd(), self._ENTRY_STRUCT.pack(*row), self._entries * self.entry_size)
         self._entries += 1
         if self._keys is not None:
             self._keys.append(row[0])  # the key is the first column of both layouts

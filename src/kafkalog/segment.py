@@ -134,7 +134,12 @@ class LogSegment:
             log = FileRecords.open(path)
         else:
             preallocate = config.segment_bytes if config.preallocate else 0
-            log = FileRecords.open(path, create=True, preallocate=preallocate)
+            try:
+                log = FileRecords.open(path, create=True, preallocate=preallocate)
+            except OSError:
+                if created:  # reserving the space failed (a full disk): leave no empty file
+                    path.unlink(missing_ok=True)
+                raise
         max_index = config.segment_index_bytes
         segment = cls(
             log,
@@ -150,8 +155,12 @@ class LogSegment:
         if created:
             # A new segment gets its preallocated index files now, as a broker's active segment
             # has them; an existing segment's indexes open lazily on first use.
-            segment.offset_index.entries
-            segment.time_index.entries
+            try:
+                segment.offset_index.entries
+                segment.time_index.entries
+            except OSError:
+                segment.delete_if_exists()  # nothing of a segment that could not be created stays
+                raise
         return segment
 
     # -- facts -------------------------------------------------------------------------------------
@@ -235,23 +244,50 @@ class LogSegment:
 
         Raises:
             InvalidOffsetError: ``largest_offset`` is beyond the int32 range of the base offset.
+            OSError: a write failed (``ENOSPC``: the disk is full). Nothing of the append stays:
+                the log is cut back to its size before it and an index entry written for it is
+                removed, so the segment is as it was and the next append may retry.
         """
         size = records.size_in_bytes
         if size <= 0:
             return
         position = self.log.size_in_bytes
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
             self._ensure_offset_in_range(largest_offset)
-        self.log.append(records)
         if not self._max_loaded:
             self._load_max()
+        before = (self._rolling_based_timestamp, self._max_ts, self._max_ts_offset, self._bytes_since_last_index_entry)
+        try:
+            self._append_at(records, position, size, largest_offset, largest_timestamp, offset_of_max_timestamp)
+        except OSError:
+            self._rolling_based_timestamp, self._max_ts, self._max_ts_offset, self._bytes_since_last_index_entry = before
+            if self.log.size_in_bytes > position:
+                self.log.truncate_to(position)
+            raise
+
+    def _append_at(
+        self,
+        records: MemoryRecords,
+        position: int,
+        size: int,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> None:
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self.log.append(records)  # a failed write leaves the file as it was (FileRecords.append)
         if largest_timestamp > self._max_ts:
             self._max_ts, self._max_ts_offset = largest_timestamp, offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            # An index write fails with ENOSPC on a full disk (index.py writes with pwrite, never
+            # through the map) and then counts nothing; undo the offset entry if the time one fails.
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
+            try:
+                self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
+            except OSError:
+                self.offset_index.truncate_to(largest_offset)
+                raise
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 

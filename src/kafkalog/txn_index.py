@@ -12,12 +12,18 @@ Kafka's ``TransactionIndex`` lays it out.
 34 bytes an entry, big-endian, appended in order of last offset. Unlike the offset and time
 indexes the file is created on the first append and never preallocated. This module knows
 nothing of records.
+
+A failed append (a full disk: ``OSError(ENOSPC)``) is cut back off, so the file never ends in
+part of an entry. A transaction index dropped without :meth:`~TransactionIndex.close` releases
+its descriptor when it is collected.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
+import weakref
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,6 +49,14 @@ TXN_INDEX_VERSION = 0
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+def _close_quietly(fd: int) -> None:
+    """Close ``fd`` (the finalizer of an index dropped without close())."""
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 class TransactionIndex:
     """The aborted transactions of a segment (``.txnindex``): append-only 34-byte entries,
     never preallocated; the file is created on the first append.
@@ -58,6 +72,7 @@ class TransactionIndex:
         self._writable = writable
         self._fd: int | None = None
         self._last_offset: int | None = None
+        self._fd_finalizer: weakref.finalize | None = None  # closes _fd if the index is dropped
 
     @property
     def path(self) -> Path:
@@ -69,6 +84,7 @@ class TransactionIndex:
                 raise LogClosedError("transaction index opened read-only", file=str(self._path))
             flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
             self._fd = os.open(self._path, flags | _O_CLOEXEC, 0o644)
+            self._fd_finalizer = weakref.finalize(self, _close_quietly, self._fd)
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
@@ -88,7 +104,17 @@ class TransactionIndex:
             )
         fd = self._channel(create=True)
         assert fd is not None  # created
-        os.pwrite(fd, TXN_INDEX_ENTRY.pack(TXN_INDEX_VERSION, *txn), os.fstat(fd).st_size)
+        entry = TXN_INDEX_ENTRY.pack(TXN_INDEX_VERSION, *txn)
+        end = os.fstat(fd).st_size
+        try:
+            written = os.pwrite(fd, entry, end)
+            if written < len(entry):  # a short write: the rest fails with the reason, or lands
+                written += os.pwrite(fd, entry[written:], end + written)
+                if written < len(entry):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self._path))
+        except OSError:
+            os.ftruncate(fd, end)  # no part of an entry stays behind
+            raise
         self._last_offset = txn.last_offset
 
     def _read_all(self) -> bytes:
@@ -171,8 +197,10 @@ class TransactionIndex:
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
             self._fd = None
+            finalizer, self._fd_finalizer = self._fd_finalizer, None
+            if finalizer is not None:
+                finalizer()  # closes the descriptor, once
 
     def rename_to(self, path: str | os.PathLike) -> None:
         """Atomically rename the file (an open descriptor stays valid)."""
