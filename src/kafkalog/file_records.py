@@ -13,7 +13,9 @@ close must be serialised by the caller (a segment's lock).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import weakref
 from collections.abc import Iterator
 from functools import partial
 
@@ -28,16 +30,27 @@ from .sendfile import transfer
 _CHUNK = 1 << 20
 
 
-class _Handle:
-    """A file descriptor shared by a FileRecords and its slices; closed once, by its owner."""
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
-    __slots__ = ("fd", "path", "size", "closed")
+
+class _Handle:
+    """A file descriptor shared by a FileRecords and its slices; closed once, by its owner, or
+    when the last of them is dropped without ``close()`` (a finalizer, so no descriptor leaks)."""
+
+    __slots__ = ("fd", "path", "size", "closed", "finalizer", "__weakref__")
 
     def __init__(self, fd: int, path: str) -> None:
         self.fd = fd
         self.path = path
         self.size = os.fstat(fd).st_size
         self.closed = False
+        self.finalizer = weakref.finalize(self, _close_quietly, fd)
+
+    def close(self) -> None:
+        self.closed = True
+        self.finalizer()  # closes the descriptor, once
 
 
 class FileRecords(Records):
@@ -100,14 +113,18 @@ class FileRecords(Records):
         fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             handle = _Handle(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
             if create and preallocate > 0 and not existed:
                 os.ftruncate(fd, preallocate)
                 handle.size = 0
         except BaseException:
-            os.close(fd)
+            handle.close()
             raise
         if start < 0 or (end is not None and end < start):
-            os.close(fd)
+            handle.close()
             raise InvalidOffsetError(f"invalid window [{start}, {end}) of {path}")
         return cls(
             handle,
@@ -170,8 +187,7 @@ class FileRecords(Records):
                     self.flush()
                     self.trim()
             finally:
-                self._h.closed = True
-                os.close(self._h.fd)
+                self._h.close()
 
     # -- reading ---------------------------------------------------------------------------------
 

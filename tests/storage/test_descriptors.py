@@ -91,3 +91,26 @@ def test_closed_segment_releases_every_descriptor(tmp_path):
         segment.update_txn_index(1, segment.base_offset, segment.base_offset + 1, segment.base_offset + 2)
         segment.close()
     assert open_fds() == before
+
+
+def test_file_records_dropped_without_close_release_their_descriptor(tmp_path):
+    """A FileRecords (and its slices) dropped without close() closes its descriptor when the
+    last of them is collected; close() closes it once."""
+    from kafkalog import FileRecords
+
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"")
+    gc.collect()
+    before = open_fds()
+    for _ in range(50):
+        fr = FileRecords.open(path)
+        view = fr.slice(0, 0)
+        del fr, view
+    gc.collect()
+    assert open_fds() == before
+    fr = FileRecords.open(path)
+    view = fr.slice(0, 0)
+    fr.close()
+    del view
+    gc.collect()
+    assert open_fds() == before
