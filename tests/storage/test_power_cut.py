@@ -82,6 +82,7 @@ class FsyncJournal:
         self.files: dict[int, bytes] = {}  # inode -> content at its last fsync
         self.dirs: dict[str, dict[str, int]] = {}  # directory -> listing at its last fsync
         self.count = 0
+        self.mix_logs = True  # False: every file exactly as last fsynced (the harshest cut)
         self.on_fsync = None  # called before each fsync takes effect (a cut point)
 
     def fsync(self, fd: int) -> None:
@@ -110,7 +111,7 @@ class FsyncJournal:
                     current = {e.inode(): e.path for e in entries if e.is_file(follow_symlinks=False)}
             for name, ino in listing.items():
                 durable = self.files.get(ino, b"")
-                if name.endswith(".log") and ino in current:
+                if self.mix_logs and name.endswith(".log") and ino in current:
                     durable = self._mix(durable, Path(current[ino]).read_bytes())
                 (target / sub / name).write_bytes(durable)
 
@@ -364,6 +365,120 @@ def run_campaign(journal: FsyncJournal, seed: int, steps: int, cuts_wanted: int,
             raise AssertionError(f"seed {seed}, cut {target.name}: {e}") from e
         shutil.rmtree(target)
     return len(pending)
+
+
+# -- the bugs it found, deterministically --------------------------------------------------------
+
+
+def _plain(n: int, ts: int = 1_700_000_000_000) -> bytes:
+    builder = RecordBatchBuilder()
+    for i in range(n):
+        builder.append(b"k%d" % i, b"v" * 20, timestamp=ts + i)
+    return builder.build()
+
+
+def _open_capturing(path: Path, config: LogConfig) -> tuple[Log, list]:
+    """A log whose background tasks wait in a list, to be run when (and if) the test says."""
+    log = Log.open(path, config, clock=lambda: 1_700_000_000_000)
+    tasks: list = []
+    log._scheduler.schedule = lambda delay, task: tasks.append(task)
+    return log, tasks
+
+
+def _acked(log: Log) -> dict[int, bytes]:
+    return {
+        b.base_offset: s.log.read(b.position, b.size_in_bytes) for s in log.segments for b in s.log.batches()
+    }
+
+
+def test_roll_after_flush_makes_the_trim_durable(journal):
+    """Issue 16 item 2: flush() then roll(): the background flush found the recovery point at
+    the new base already and returned, so the trim of the rolled segment (and its last time
+    index entry) never reached the disk; after a power cut its preallocated zeros were trusted."""
+    journal.mix_logs = False
+    log, tasks = _open_capturing(journal.log_dir / "t-0", LogConfig(preallocate=True, segment_bytes=64 * 1024))
+    for _ in range(3):
+        log.append(_plain(4))
+    log.flush()
+    log.roll()
+    while tasks:
+        tasks.pop(0)()
+    log.append(_plain(2))
+    log.flush()
+    acked = _acked(log)
+    journal.cut(journal.log_dir.parent / "cut", "t-0")
+    log.close()
+    check_cut(journal.log_dir.parent / "cut", "t-0", log.config, acked)
+
+
+def test_a_late_roll_flush_does_not_publish_a_newer_segment_first(journal):
+    """Issue 16 item 3: the flush of the first roll ran after the second roll and fsynced the
+    directory, making the newest segment's name durable while the data of the one between
+    never was: offsets 10..19 missing, log end 20."""
+    journal.mix_logs = False
+    log, tasks = _open_capturing(journal.log_dir / "t-0", LogConfig())
+    log.append(_plain(10))
+    log.roll()
+    log.append(_plain(10))
+    log.roll()
+    log.append(_plain(10))
+    tasks.pop(0)()  # the first roll's flush, late
+    journal.cut(journal.log_dir.parent / "cut", "t-0")
+    log.close()
+    check_cut(journal.log_dir.parent / "cut", "t-0", log.config, {})
+
+
+def test_recovery_drops_the_segments_after_a_hole(tmp_path, caplog):
+    """Issue 16 item 3: recovery does not trust a segment sequence whose offsets do not continue."""
+    part = tmp_path / "t-0"
+    log = Log.open(part, LogConfig())
+    for _ in range(3):
+        log.append(_plain(10))
+        log.roll()
+    log.close()
+    # What a power cut leaves when the name of segment 20 reached the disk but not the data of 10.
+    (part / "00000000000000000010.log").write_bytes(b"")
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    OffsetCheckpointFile(tmp_path / RECOVERY_POINT_OFFSET_CHECKPOINT).write({("t", 0): 10})
+    with Log.open(part, LogConfig()) as log:
+        assert log.log_end_offset == 10
+        assert [s.base_offset for s in log.segments] == [0, 10]
+        assert log.load_stats.deleted_segments == 2
+    assert "00000000000000000010.log ends at offset 10" in caplog.text
+    assert "00000000000000000020.log, begins at 20" in caplog.text
+    assert verify_path(tmp_path).ok
+
+
+def test_verify_agrees_with_recovery_on_a_transaction_begun_below_the_log_start(tmp_path):
+    """Issue 16 item 4: the log start offset (after delete_records) lies inside a segment that
+    recovery replays, and a transaction began in the segment before it. Recovery reloads
+    producer state from the log start (Kafka's truncateAndReload drops the snapshots at or
+    below it), so the transaction's ABORT indexes nothing; verify called that an error."""
+    part = tmp_path / "logs" / "t-0"
+    log, tasks = _open_capturing(part, LogConfig())
+    log.append(_plain(5))
+    txn = RecordBatchBuilder(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    for i in range(3):
+        txn.append(b"t", b"x", timestamp=1_700_000_000_000 + i)
+    log.append(txn.build())  # offsets 5..7
+    log.roll()
+    while tasks:
+        tasks.pop(0)()  # the recovery point reaches 8, and its checkpoint
+    log.append(_plain(4))  # 8..11
+    marker = RecordBatchBuilder.end_transaction_marker(
+        ControlRecordType.ABORT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=1_700_000_000_100
+    )
+    log.append(marker, origin=AppendOrigin.COORDINATOR)  # 12
+    assert log.delete_records(10) == 10
+    # A SIGKILL now: the files as they are, no clean-shutdown marker.
+    copy = tmp_path / "killed"
+    shutil.copytree(tmp_path / "logs", copy, ignore=shutil.ignore_patterns(".lock"))
+    log.close()
+    with Log.open(copy / "t-0", LogConfig()) as recovered:
+        assert recovered.load_stats.recovered_segments >= 1
+        assert recovered.log_start_offset == 10
+    report = verify_path(copy)
+    assert report.ok, [str(p) for p in report.problems]
 
 
 # -- the campaign ----------------------------------------------------------------------------
