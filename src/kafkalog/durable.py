@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import KafkalogError
@@ -21,9 +22,37 @@ TMP_SUFFIX = ".tmp"
 LOCK_FILE = ".lock"
 
 
+#: directory (absolute) -> what fsyncs it for its owner (see :func:`register_dir_syncer`).
+_dir_syncers: dict[str, Callable[[], None]] = {}
+
+
+def register_dir_syncer(directory: str | os.PathLike, syncer: Callable[[], None] | None) -> None:
+    """Route every :func:`fsync_dir` of ``directory`` through ``syncer`` (None: stop).
+
+    A partition log registers one that first fsyncs the data of its rolled segments and then the
+    directory, under the lock its rolls take: whoever fsyncs the directory (a checkpoint or a
+    producer snapshot written atomically, a deletion), a newer segment's name never becomes
+    durable before the data below it.
+    """
+    key = os.path.abspath(directory)
+    if syncer is None:
+        _dir_syncers.pop(key, None)
+    else:
+        _dir_syncers[key] = syncer
+
+
 def fsync_dir(directory: str | os.PathLike) -> None:
     """Make the entries of ``directory`` (creations, renames, deletions) durable
-    (Kafka's ``Utils.flushDir``)."""
+    (Kafka's ``Utils.flushDir``), through its registered syncer if it has one."""
+    syncer = _dir_syncers.get(os.path.abspath(directory))
+    if syncer is not None:
+        syncer()
+    else:
+        fsync_dir_now(directory)
+
+
+def fsync_dir_now(directory: str | os.PathLike) -> None:
+    """fsync ``directory`` itself (what a registered syncer calls)."""
     if os.name == "nt":
         return
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

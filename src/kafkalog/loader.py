@@ -14,8 +14,9 @@
    recovery point are rebuilt anyway, and the others are trusted until used.
 4. **Recovery** (unless the clean-shutdown marker was present): every segment from the one
    holding the recovery point on is recovered — batches validated, indexes rebuilt, producer
-   state and leader epochs replayed, the invalid tail truncated. After a truncation the later
-   segments are deleted, as they follow bytes that never were durable.
+   state and leader epochs replayed, the invalid tail truncated. After a truncation, or a hole
+   (a recovered segment ending before the next one begins), the later segments are deleted, as
+   they follow bytes that never were durable.
 5. **Offsets**: segments entirely below a checkpointed log start offset that lies past the end
    are dropped; an empty log gets a segment at the log start offset; the recovery point is the
    log end offset after a clean shutdown, else the smaller of the checkpoint and the end.
@@ -341,19 +342,35 @@ def load_log(
             truncated = recover(segment)
             recovered += 1
             truncated_total += truncated
+            later = unflushed[i + 1 :]
             if truncated > 0:
-                later = unflushed[i + 1 :]
                 _log.warning(
                     "corruption found in segment %s: truncated %d bytes; deleting the %d segments after it",
                     segment.log.path,
                     truncated,
                     len(later),
                 )
-                for doomed in later:
-                    segments.remove(doomed.base_offset)
-                    doomed.delete_if_exists()
-                deleted += len(later)
-                break
+            elif later and segment.next_offset < later[0].base_offset:
+                # A hole: the segment ends before the next one begins. Unflushed segments do not
+                # skip offsets unless a power cut lost the data of the one before the gap (its
+                # name reached the disk before its bytes); what follows never continued the log.
+                _log.warning(
+                    "segment %s ends at offset %d but the next, %s, begins at %d: the data between never "
+                    "reached the disk; deleting the %d segments from %s on",
+                    segment.log.path,
+                    segment.next_offset,
+                    later[0].log.path,
+                    later[0].base_offset,
+                    len(later),
+                    later[0].log.path,
+                )
+            else:
+                continue
+            for doomed in later:
+                segments.remove(doomed.base_offset)
+                doomed.delete_if_exists()
+            deleted += len(later)
+            break
 
     # Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: the files below a checkpointed start
     # offset that is past their end were deleted outside the log.

@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from .config import LogConfig
-from .durable import fsync_dir
+from .durable import fsync_dir_now, fsync_file, register_dir_syncer
 from .errors import KafkalogError, LogClosedError
 from .file_records import FileRecords
 from .filenames import (
@@ -75,6 +76,13 @@ def roll_jitter(config: LogConfig) -> int:
     return random.randrange(bound) if bound > 0 else 0
 
 
+def _flush_segment(segment: LogSegment) -> None:
+    try:
+        segment.flush()
+    except LogClosedError:
+        pass  # deleted meanwhile (retention or truncation): nothing of it is left to flush
+
+
 class LocalLog:
     """The segments of one partition directory and their files (Kafka's ``LocalLog``).
 
@@ -95,6 +103,18 @@ class LocalLog:
         self.segments = segments
         self.clock = clock
         self.scheduler = scheduler
+        # Segments rolled over whose final bytes (the trim, the last time-index entry) are not
+        # yet fsynced. The directory is fsynced only after them (:meth:`sync_dir`), under
+        # ``_dir_lock``, which a roll holds too: a newer segment's name never becomes durable
+        # before the data of the segments below it.
+        self._unsynced: dict[int, LogSegment] = {}
+        self._unsynced_files: list[Path] = []  # written without fsync (a roll's producer snapshot)
+        self._dir_lock = threading.Lock()
+        register_dir_syncer(directory, self.sync_dir)
+
+    def close(self) -> None:
+        """Stop routing the directory's fsyncs through :meth:`sync_dir`."""
+        register_dir_syncer(self.directory, None)
 
     def jitter(self) -> int:
         """A new segment's roll jitter (:func:`roll_jitter`)."""
@@ -240,22 +260,47 @@ class LocalLog:
             if path.exists():
                 _log.warning("newly rolled segment file %s already exists; deleting it first", path)
                 path.unlink()
-        active.on_become_inactive()
-        new_segment = LogSegment.open(
-            self.directory, new_offset, self.config, roll_jitter_ms=self.jitter(), clock=self.clock
-        )
-        self.segments.add(new_segment)
+        with self._dir_lock:
+            active.on_become_inactive()
+            self._unsynced[active.base_offset] = active
+            new_segment = LogSegment.open(
+                self.directory, new_offset, self.config, roll_jitter_ms=self.jitter(), clock=self.clock
+            )
+            self.segments.add(new_segment)
         return new_segment
 
+    @property
+    def has_unsynced(self) -> bool:
+        """Whether a rolled segment's final bytes (or a file :meth:`add_unsynced_file` named)
+        still wait for their fsync."""
+        return bool(self._unsynced or self._unsynced_files)
+
+    def add_unsynced_file(self, path: Path) -> None:
+        """``path`` was renamed into place unsynced: fsync it before the directory next is, so
+        its name never becomes durable before its content."""
+        with self._dir_lock:
+            self._unsynced_files.append(path)
+
     def flush(self, segments: list[LogSegment]) -> None:
-        """fsync ``segments`` and the directory (Kafka's ``LocalLog.flush``)."""
+        """fsync ``segments``, every rolled segment not yet fsynced, and the directory (Kafka's
+        ``LocalLog.flush``)."""
         for segment in segments:
-            try:
-                segment.flush()
-            except LogClosedError:
-                # Deleted meanwhile (retention or truncation): nothing of it is left to flush.
-                continue
-        fsync_dir(self.directory)
+            _flush_segment(segment)
+        self.sync_dir()
+
+    def sync_dir(self) -> None:
+        """fsync the directory, after the rolled segments not yet fsynced: the directory entry
+        of a segment may become durable only once the data below it is (else a power cut leaves
+        a hole in the offsets: an empty or short segment followed by a newer one)."""
+        with self._dir_lock:
+            for base, segment in sorted(self._unsynced.items()):
+                if self.segments.get(base) is segment:
+                    _flush_segment(segment)
+            self._unsynced.clear()
+            for path in self._unsynced_files:
+                fsync_file(path)
+            self._unsynced_files.clear()
+            fsync_dir_now(self.directory)
 
     # -- truncating and deleting ----------------------------------------------------------------------------
 
@@ -268,6 +313,10 @@ class LocalLog:
         assert active is not None
         active.truncate_to(offset)
         active.resize_indexes(self.config.segment_index_bytes)
+        # Durable now: the cut-off bytes would otherwise come back at a power cut, inside a
+        # segment below the recovery point (trusted) and beside the records that replace them.
+        _flush_segment(active)
+        self.sync_dir()
         return doomed
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -300,7 +349,7 @@ class LocalLog:
             if not segment.log.path.endswith(DELETED_SUFFIX):
                 segment.change_file_suffixes("", DELETED_SUFFIX)
         if doomed:
-            fsync_dir(self.directory)
+            self.sync_dir()
 
         def delete() -> None:
             for segment in doomed:
@@ -341,7 +390,7 @@ class LocalLog:
         steps loads as the old segments (before the ``.swap`` rename is durable) or the new one
         (after): see :mod:`kafkalog.loader`. Returns the old segments taken out of the list."""
         new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-        fsync_dir(self.directory)
+        self.sync_dir()
         _after_swap_step("swap")
         self.segments.add(new_segment)
         removed = []
@@ -351,10 +400,10 @@ class LocalLog:
                 removed.append(segment)
             segment.change_file_suffixes("", DELETED_SUFFIX)
             _after_swap_step("deleted")
-        fsync_dir(self.directory)
+        self.sync_dir()
         _after_swap_step("all-deleted")
         new_segment.change_file_suffixes(SWAP_SUFFIX, "")
-        fsync_dir(self.directory)
+        self.sync_dir()
         _after_swap_step("done")
 
         def delete() -> None:

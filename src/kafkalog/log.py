@@ -461,6 +461,8 @@ class Log:
         )
         self.producer_state.update_map_end_offset(new_segment.base_offset)
         snapshot = self.producer_state.take_snapshot(sync=False)
+        if snapshot is not None:
+            self._local.add_unsynced_file(snapshot)
         base = new_segment.base_offset
         self._scheduler.schedule(0, lambda: self._flush_after_roll(snapshot, base))
         return new_segment
@@ -486,10 +488,15 @@ class Log:
             if self._closed:
                 return
             offset = self._end.offset if up_to is None else min(up_to, self._end.offset)
-            if offset <= self._recovery_point:
-                return
             generation = self._truncations
-            segments = self._segments.values(self._recovery_point, offset)
+            if offset > self._recovery_point:
+                segments = self._segments.values(self._recovery_point, offset)
+            elif self._local.has_unsynced:
+                # Nothing new below ``offset``, but a roll trimmed a segment after its last
+                # fsync (a flush just before the roll): its final bytes must reach the disk.
+                segments = []
+            else:
+                return
         self._local.flush(segments)
         with self._lock:
             if self._closed or generation != self._truncations or offset <= self._recovery_point:
@@ -796,6 +803,7 @@ class Log:
                     with contextlib.suppress(OSError):
                         active.on_become_inactive()
                 self._segments.close()
+                self._local.close()
                 self._logdir.release(self._tp, self.directory.name, clean)
 
     def delete(self) -> None:
@@ -805,6 +813,7 @@ class Log:
             if not self._closed:
                 self._closed = True
                 self._segments.close()
+                self._local.close()
                 self._logdir.release(self._tp, self.directory.name, clean=False)
             self._logdir.forget(self._tp)
             shutil.rmtree(self.directory, ignore_errors=True)

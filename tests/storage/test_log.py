@@ -584,11 +584,13 @@ def test_roll_snapshots_producer_state_and_flushes_in_the_background(open_log) -
     log.roll()
     assert (log.directory / "00000000000000000002.snapshot").exists()
     log.append(batch(2))
+    checkpoint = OffsetCheckpointFile(log.directory.parent / "recovery-point-offset-checkpoint")
     deadline = time.monotonic() + 15  # the flush is an fsync on a background thread
-    while log.recovery_point != 2 and time.monotonic() < deadline:
+    # The checkpoint is written after the recovery point moves: wait for the file itself.
+    while checkpoint.read().get(("topic", 0)) != 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert log.recovery_point == 2
-    assert OffsetCheckpointFile(log.directory.parent / "recovery-point-offset-checkpoint").read()[("topic", 0)] == 2
+    assert checkpoint.read()[("topic", 0)] == 2
 
 
 def test_flush_policy_and_explicit_flush(open_log, clock) -> None:

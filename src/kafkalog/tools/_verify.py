@@ -143,6 +143,7 @@ def _verify_partition(
     checkpointed_start = offsets.get(LOG_START_OFFSET_CHECKPOINT, tp) if offsets else None
     first_base = segment_base_offset(logs[0]) if logs else (checkpointed_start or 0)
     log_start = max(first_base, checkpointed_start or 0)
+    ctx.log_start = log_start
     _epoch_context(directory, problems, ctx, log_start)
     metadata = directory / PARTITION_METADATA
     if metadata.exists():

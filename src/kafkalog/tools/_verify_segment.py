@@ -53,6 +53,8 @@ class _Context:
         self.epochs: list[EpochEntry] | None = None
         self.epoch_starts: list[int] = []
         self.epoch_from = 0  # batches below the log start offset are not compared
+        self.log_start = 0  # the partition's log start offset
+        self.txn_live: dict[int, int] = {}  # producer id -> first batch of its open transaction at/after log_start
         self.epoch_mismatches = 0
         self.epoch_first: str | None = None
         self.legacy_seen = False
@@ -89,6 +91,7 @@ class _SegmentScan:
         self.codecs: set[str] = set()
         self.producers: set[int] = set()
         self.txn_ends: list[TxnEnd] = []
+        self.txn_live_first: dict[int, int | None] = {}  # marker offset -> its txn's first batch at/after the log start
         self.offset_check: _OffsetIndexCheck | None = None
         self.time_check: _TimeIndexCheck | None = None
         self.index_entries: int | None = None
@@ -333,13 +336,18 @@ class _SegmentScan:
         return True
 
     def _transactions(self, batch: RecordBatch) -> None:
+        ctx = self.ctx
+        pid = batch.producer_id
+        if batch.is_transactional and not batch.is_control and pid >= 0 and batch.base_offset >= ctx.log_start:
+            ctx.txn_live.setdefault(pid, batch.base_offset)
         try:
-            end = self.ctx.tracker.on_batch(batch)
+            end = ctx.tracker.on_batch(batch)
         except KafkalogError as e:
             self.add(batch.position, "invalid-record", f"control batch at offset {batch.base_offset}: {e.reason}")
             return
         if end is not None:
             self.txn_ends.append(end)
+            self.txn_live_first[end.marker_offset] = ctx.txn_live.pop(end.producer_id, None)
 
     def _epoch(self, batch: RecordBatch) -> None:
         ctx = self.ctx
@@ -380,10 +388,16 @@ class _SegmentScan:
                         f"COMMIT marker as an aborted transaction",
                     )
                 continue
+            # A transaction that began below the log start offset: recovery rebuilds producer
+            # state from the log start (Kafka's truncateAndReload drops the snapshots at or below
+            # it), so it indexes the transaction from its first batch in the replayed segments,
+            # or not at all when none is at or after the log start (no consumer can read those).
+            live = self.txn_live_first.get(end.marker_offset)
+            began_below_start = end.first_offset is not None and end.first_offset < self.ctx.log_start
             if found is None:
                 # Without a batch of the transaction seen, Kafka writes no entry either (an empty
                 # transaction, or one whose batches the cleaner removed); with one, it does.
-                if end.first_offset is not None:
+                if end.first_offset is not None and not (began_below_start and live is None):
                     missing = "" if self.aborted is not None else f"there is no {path.name}: "
                     self.problems.add(
                         name, None, "txnindex-mismatch",
@@ -401,6 +415,8 @@ class _SegmentScan:
                 )
                 continue
             if end.first_offset is None:
+                continue
+            if began_below_start and end.first_offset <= txn.first_offset <= (end.marker_offset if live is None else live):
                 continue
             if end.first_offset < txn.first_offset:
                 self.problems.add(
