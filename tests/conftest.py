@@ -100,6 +100,11 @@ def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> None
         time.sleep(0.01)
 
 
+#: Called (in order) after a test the hang guard interrupted: a fixture whose client the
+#: interruption may have left mid-conversation (py4j's, for Spark) registers a reset here.
+AFTER_HANG_GUARD: list[Callable[[], None]] = []
+
+
 class HangGuardTimeout(BaseException):
     """A test outran its hang guard. A BaseException, so hypothesis does not take it for a
     failure of the example it interrupted and replay it (the replay would not be interrupted
@@ -123,7 +128,10 @@ def _timeout_guard(request):
         + "): a hang?"
     )
 
+    fired = []
+
     def on_alarm(signum, frame):
+        fired.append(True)
         raise HangGuardTimeout(message)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -133,3 +141,6 @@ def _timeout_guard(request):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if fired:
+            for reset in AFTER_HANG_GUARD:
+                reset()

@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 import pytest
+from conftest import AFTER_HANG_GUARD
 
 _SESSION: Any = None
 
@@ -43,7 +44,8 @@ def spark():
         session = _start_session()
         session.sparkContext.setLogLevel("ERROR")
         kafkalog.spark.register(session)
-        atexit.register(session.stop)
+        atexit.register(_stop_quietly, session)
+        AFTER_HANG_GUARD.append(lambda: _reset_py4j_connection(session))
         _SESSION = session
     return _SESSION
 
@@ -92,6 +94,28 @@ def _discard_failed_start() -> None:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _reset_py4j_connection(session) -> None:
+    """Close this thread's py4j connection after the hang guard interrupted a call on it: the
+    JVM's answer to that call is still unread there, and the next call would take it for its
+    own ("... does not exist in the JVM"). The next call opens a fresh connection."""
+    gateway = session.sparkContext._gateway
+    client = getattr(gateway, "_gateway_client", None)
+    get_connection = getattr(client, "get_thread_connection", None)
+    connection = get_connection() if get_connection is not None else None
+    if connection is not None:
+        connection.close(reset=True)
+
+
+def _stop_quietly(session) -> None:
+    """Stop the session at exit; a session whose JVM is already gone needs no stopping."""
+    from py4j.protocol import Py4JError
+
+    try:
+        session.stop()
+    except (Py4JError, OSError) as e:
+        _log.debug("stopping the Spark session at exit: %s", e)
 
 
 def _start_session():
