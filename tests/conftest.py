@@ -2,12 +2,20 @@
 
 Hypothesis runs a quick, derandomized (seeded) profile by default so CI is repeatable; set
 ``KAFKALOG_HYPOTHESIS_PROFILE=long`` for a longer search (more examples, random seeds).
+
+Every test runs under a hang guard (20 s, or its ``timeout_guard`` mark) multiplied by
+``KAFKALOG_TEST_TIMEOUT_SCALE`` (default 1, or 5 when ``CI`` is set; ``.ci/run`` sets 10): a busy
+machine makes healthy tests slow, not hung. Tests that wait for another thread or process use
+:func:`scaled` or :func:`wait_until`, so their deadlines grow with it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,22 +68,79 @@ def examples(n: int) -> settings:
     return settings(max_examples=max(n, settings.default.max_examples))
 
 
+def _timeout_scale() -> float:
+    raw = os.environ.get("KAFKALOG_TEST_TIMEOUT_SCALE")
+    if raw is None:
+        return 5.0 if os.environ.get("CI") else 1.0
+    try:
+        scale = float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"KAFKALOG_TEST_TIMEOUT_SCALE must be a number, not {raw!r}") from None
+    if not 0 < scale < math.inf:
+        raise pytest.UsageError(f"KAFKALOG_TEST_TIMEOUT_SCALE must be positive and finite, not {raw!r}")
+    return scale
+
+
+#: How much longer than on an idle machine the hang guard and waits allow.
+TIMEOUT_SCALE = _timeout_scale()
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` (what an idle machine needs, with a margin) times ``TIMEOUT_SCALE``."""
+    return seconds * TIMEOUT_SCALE
+
+
+def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail after ``scaled(seconds)`` (a bounded wait for
+    an event another thread or process makes happen, instead of a fixed sleep)."""
+    deadline = time.monotonic() + scaled(seconds)
+    while not condition():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} did not happen within {scaled(seconds):.0f} s")
+        time.sleep(0.01)
+
+
+#: Called (in order) after a test the hang guard interrupted: a fixture whose client the
+#: interruption may have left mid-conversation (py4j's, for Spark) registers a reset here.
+AFTER_HANG_GUARD: list[Callable[[], None]] = []
+
+
+class HangGuardTimeout(BaseException):
+    """A test outran its hang guard. A BaseException, so hypothesis does not take it for a
+    failure of the example it interrupted and replay it (the replay would not be interrupted
+    at the same point and hypothesis would report ``FlakyStrategyDefinition``)."""
+
+
 @pytest.fixture(autouse=True)
 def _timeout_guard(request):
     """Fail a test that runs longer than 20 s (a hang) instead of stalling CI; the limit grows
-    with the hypothesis profile's example count (the long profile runs ~33x more examples)."""
-    limit = 20 * max(1, settings.default.max_examples // 60)
+    with the hypothesis profile's example count (the long profile runs ~33x more examples) and
+    with ``KAFKALOG_TEST_TIMEOUT_SCALE``."""
+    base = 20
     marker = request.node.get_closest_marker("timeout_guard")
     if marker is not None:  # a test that does more per example says how long it may take
-        limit = marker.args[0] * max(1, settings.default.max_examples // 60)
+        base = marker.args[0]
+    profile = max(1, settings.default.max_examples // 60)
+    limit = base * profile * TIMEOUT_SCALE
+    message = (
+        f"test exceeded the {limit:.3g} s guard ({base} s x KAFKALOG_TEST_TIMEOUT_SCALE={TIMEOUT_SCALE:g}"
+        + (f" x {profile} for the hypothesis profile" if profile > 1 else "")
+        + "): a hang?"
+    )
+
+    fired = []
 
     def on_alarm(signum, frame):
-        raise TimeoutError(f"test exceeded the {limit} s guard: a hang?")
+        fired.append(True)
+        raise HangGuardTimeout(message)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(limit)
+    signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         yield
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if fired:
+            for reset in AFTER_HANG_GUARD:
+                reset()

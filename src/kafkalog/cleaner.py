@@ -303,12 +303,22 @@ class Cleaner:
             if out and dest is not None:
                 view = memoryview(out)
                 for kept in result.retained:
+                    written = MemoryRecords(view[kept.position : kept.position + kept.size])
+                    header = next(written.batches())
+                    # Indexed as LogSegment.recover rebuilds the index: at the header's last
+                    # offset and max timestamp, one batch at a time. Kafka's cleanInto appends
+                    # each read buffer's output at once with dest.append(result.maxOffset, ...),
+                    # filterTo's maxOffset being the last *kept* record's offset; a rewritten v2
+                    # batch keeps its original lastOffset (buildRetainedRecordsInto overrides
+                    # it), so Kafka's entry can name an offset inside the batch, which its own
+                    # recovery would not write and `verify` rejects.
                     dest.append(
-                        MemoryRecords(view[kept.position : kept.position + kept.size]),
-                        largest_offset=kept.max_offset,
-                        largest_timestamp=kept.max_timestamp,
-                        offset_of_max_timestamp=kept.shallow_offset_of_max_timestamp,
+                        written,
+                        largest_offset=header.last_offset,
+                        largest_timestamp=header.max_timestamp,
+                        offset_of_max_timestamp=header.last_offset,
                     )
+                    del header, written  # they hold the view
                 view.release()
                 self.throttler.maybe_throttle(len(out))
             done += result.bytes_read

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import scaled
 from test_cleaner import committed_view, kv, latest_per_key, marker
 
 from kafkalog import Compression, ControlRecordType, Log, LogConfig
@@ -124,7 +125,7 @@ def _run_child(directory: Path, step: str, nth: int, segment_bytes: int) -> int:
     code = CHILD.format(src=str(SRC), now=T0)
     proc = subprocess.run(
         [sys.executable, "-c", code, str(directory), step, str(nth), str(segment_bytes)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=scaled(60),
     )  # fmt: skip
     assert proc.returncode in (0, 9), proc.stderr
     return proc.returncode
@@ -183,6 +184,6 @@ def test_sigkill_at_random_instants(prepared, tmp_path) -> None:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(rnd.uniform(0.0, 0.15))
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        proc.wait(scaled(30))
         proc.stdout.close()
         _check(case, segment_bytes, before, after, bounds)

@@ -311,9 +311,27 @@ def reopen_cycle(directory: Path, config: LogConfig, base_ts: int, **check) -> N
 
 def crash_copy(directory: Path, dest_root: Path) -> Path:
     """A copy of the log directory of ``directory``: taken while the log is open, it is the
-    directory a crash would leave (without the clean-shutdown marker, which opening removed)."""
+    directory a crash would leave (without the clean-shutdown marker, which opening removed).
+
+    The log's background thread may delete or rename files meanwhile (a flush after a roll
+    replaces a checkpoint, a deleted segment's files go): a copy that saw a file vanish is
+    taken again, and after a few tries the vanished files are left out, as a crash just after
+    they went would leave them (``shutil.copytree`` instead fails on the first one)."""
     dest = dest_root / directory.parent.name
-    shutil.copytree(directory.parent, dest)
+    for attempt in range(5):
+        vanished: list[str] = []
+
+        def copy(src: str, dst: str) -> None:
+            try:
+                shutil.copy2(src, dst)
+            except FileNotFoundError:
+                vanished.append(src)
+
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(directory.parent, dest, copy_function=copy)
+        if not vanished:
+            break
     return dest / directory.name
 
 
