@@ -6,6 +6,7 @@ warning instead of a traceback per attempt and serves again once descriptors fre
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import select
@@ -181,3 +182,20 @@ def test_max_broker_partitions(tmp_path) -> None:
         assert body["topics"][0]["error_code"] == POLICY_VIOLATION
         assert broker.topics == {"a": 2, "auto": 2}
         assert raw_produce(raw, "a", [b"x"])["error_code"] == 0
+
+
+def test_a_repeated_condition_is_logged_once_a_minute(monkeypatch, caplog) -> None:
+    from kafkalog.broker import _limits
+
+    now = [1000.0]
+    monkeypatch.setattr(_limits.time, "monotonic", lambda: now[0])
+    log = _limits.RateLimitedLog(logging.getLogger("kafkalog.broker"), logging.ERROR)
+    caplog.set_level(logging.DEBUG, logger="kafkalog.broker")
+    for i in range(100):
+        log("append to t-%d failed: %s", 0, "[Errno 24] Too many open files")
+    now[0] += _limits.WARNING_INTERVAL_S
+    log("append to t-%d failed: %s", 0, "again")
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == ["append to t-0 failed: [Errno 24] Too many open files",
+                      "append to t-0 failed: again (99 similar messages suppressed)"]
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 99

@@ -101,12 +101,13 @@ def startup_refusal(partitions: int) -> str | None:
     )
 
 
-class RateLimitedWarning:
-    """Logs a recurring condition as a warning at most once per :data:`WARNING_INTERVAL_S`
+class RateLimitedLog:
+    """Logs a recurring condition at ``level`` at most once per :data:`WARNING_INTERVAL_S`
     (a client retrying in a loop must not fill the log); the repeats go to debug level."""
 
-    def __init__(self, logger: logging.Logger) -> None:
+    def __init__(self, logger: logging.Logger, level: int = logging.WARNING) -> None:
         self._logger = logger
+        self._level = level
         self._last: float | None = None
         self.suppressed = 0
 
@@ -118,7 +119,7 @@ class RateLimitedWarning:
                 message += " (%d similar messages suppressed)"
                 args = (*args, self.suppressed)
             self.suppressed = 0
-            self._logger.warning(message, *args)
+            self._logger.log(self._level, message, *args)
         else:
             self.suppressed += 1
             self._logger.debug(message, *args)

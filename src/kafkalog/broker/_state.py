@@ -38,7 +38,7 @@ from .. import (
 from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from ..protocol import ErrorCode
 from ._config import BrokerConfig
-from ._limits import RateLimitedWarning, partition_refusal, startup_refusal
+from ._limits import RateLimitedLog, partition_refusal, startup_refusal
 
 _log = logging.getLogger(__package__)
 
@@ -124,8 +124,8 @@ class _BrokerState:
         self._admin_lock: asyncio.Lock | None = None
         self._stopping = False
         #: Refused creations and refused connections are warned about once a minute at most.
-        self._warn_refusal = RateLimitedWarning(_log)
-        self._warn_accept = RateLimitedWarning(_log)
+        self._warn_refusal = RateLimitedLog(_log)
+        self._warn_accept = RateLimitedLog(_log)
 
     # -- facts ---------------------------------------------------------------------------------
 
