@@ -48,9 +48,11 @@ LIMITED_BROKER = (
 )
 
 
-def start_limited(log_dir: Path, stderr_path: Path, *config: str) -> tuple[subprocess.Popen, str]:
-    """``kafkalog broker`` in a subprocess whose descriptor limit is :data:`NOFILE`."""
-    args = [sys.executable, "-c", LIMITED_BROKER, "--log-dir", str(log_dir), "--listen", "127.0.0.1:0"]
+def start_limited(log_dir: Path, stderr_path: Path, *config: str, soft: int = NOFILE) -> tuple[subprocess.Popen, str]:
+    """``kafkalog broker`` in a subprocess whose descriptor limit is :data:`NOFILE` (the soft
+    one ``soft``)."""
+    command = LIMITED_BROKER.replace(f"({NOFILE}, {NOFILE})", f"({soft}, {NOFILE})")
+    args = [sys.executable, "-c", command, "--log-dir", str(log_dir), "--listen", "127.0.0.1:0"]
     for item in config:
         args += ["--config", item]
     with open(stderr_path, "w") as err:
@@ -204,3 +206,20 @@ def test_a_repeated_condition_is_logged_once_a_minute(monkeypatch, caplog) -> No
     assert errors == ["append to t-0 failed: [Errno 24] Too many open files",
                       "append to t-0 failed: again (99 similar messages suppressed)"]
     assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 99
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/PID/limits")
+def test_the_command_raises_the_soft_limit_to_the_hard_one(tmp_path) -> None:
+    """As the JVM does for a Kafka broker (MaxFDLimit): the budget is then the hard limit's."""
+    proc, _ = start_limited(tmp_path / "logs", tmp_path / "stderr.txt", soft=64)
+    try:
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        line = next(x for x in limits.splitlines() if x.startswith("Max open files"))
+        assert line.split()[3:5] == [str(NOFILE), str(NOFILE)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert f"raised the open-file limit (RLIMIT_NOFILE) from 64 to {NOFILE}" in (tmp_path / "stderr.txt").read_text()

@@ -45,6 +45,22 @@ def descriptor_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+def raise_descriptor_limit() -> tuple[int, int] | None:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard one, as the JVM running a Kafka broker does
+    at start (HotSpot's ``MaxFDLimit``, on by default); ``(before, after)`` when it changed.
+    Only the ``kafkalog broker`` command calls it: a library does not change its process's limits."""
+    if resource is None:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # a hard limit above the kernel's nr_open, or not permitted
+        return None
+    return soft, hard
+
+
 def descriptor_reserve(limit: int) -> int:
     """Descriptors never given to partitions under ``limit``."""
     return max(MIN_DESCRIPTOR_RESERVE, limit // _RESERVE_FRACTION)
