@@ -14,9 +14,9 @@ its CRC with damaged offsets: which batches to keep is decided from the surround
 longest run whose offsets increase, looking up to 16 batches ahead), not from the first that
 passes its CRC. A batch outside that run (a damaged offset, a stale copy, bytes that only look
 like a batch) is skipped and reported like a corrupt region, as is one whose offsets fall outside
-the 32-bit range of the segment's base offset (the file name); a v2 batch that exactly fills the
-offset gap its neighbours leave is instead written with the base offset they imply, and reported
-as repaired.
+the 32-bit range of the segment's base offset (the file name); a v2 batch (or uncompressed v0/v1
+message) that exactly fills the offset gap its neighbours leave is instead written with the
+offset they imply, and reported as repaired.
 
 The source is only read; the output is written under a ``.tmp`` suffix and renamed into place.
 Cost is bounded per byte of the source: batches are read in 1 MiB chunks, and a resync scans
@@ -38,6 +38,7 @@ from .. import (
     LOG_SUFFIX,
     MAGIC_V2,
     TMP_SUFFIX,
+    Compression,
     FileRecords,
     RecordBatch,
     all_zero,
@@ -215,11 +216,12 @@ class _Window:
     A v2 batch's base offset (and a v0/v1 message's offset) lies outside its CRC, so a batch
     can pass its CRC with offsets that are wrong. Which batches to keep is therefore decided
     from the surrounding ones: the longest run (in file order) of batches whose offsets increase
-    from the last one written, ties going to the run with the smallest offset gaps (Kafka
-    assigns offsets consecutively; only compaction leaves gaps). A batch outside that run is
-    skipped, or, when it is v2 and exactly fills the gap between the batch written before it
-    and the one kept after it, written with the base offset its neighbours imply (the field is
-    outside the CRC, so the rewritten batch still passes it).
+    from the last one written, ties going to the run that starts nearest after it (Kafka assigns
+    offsets consecutively; only compaction leaves gaps). A batch outside that run is skipped,
+    unless it is v2 or an uncompressed v0/v1 message that exactly fills the gap between the
+    batch written before it and the next one: then it is written with the offset its neighbours
+    imply (the field is outside the CRC, so the rewritten batch still passes it), when that keeps
+    a longer run than keeping it as it is.
     """
 
     def __init__(self, sink: FileRecords, base: int | None, report: SalvageReport) -> None:
@@ -257,20 +259,27 @@ class _Window:
         """Write or skip the first held batch."""
         head = self.items[0]
         floor = self._floor()
+        repair = None
         if head.refused is None and self.breaks == 0 and (floor is None or head.first > floor):
             keep = True  # the common case: everything in view increases
         else:
+            # Keep it as it is, write it back where its neighbours leave exactly room for it, or
+            # skip it: whichever keeps the better run (ties: the batch as it is, then repaired).
             scores = self._scores(floor)
-            best = max((s for s in scores if s is not None), default=None)
-            keep = scores[0] is not None and scores[0] >= best  # type: ignore[operator]
+            rest = max((s for s in scores[1:] if s is not None), default=None)
+            if rest is not None and scores[1] == rest and self._fits(head, floor, self.items[1]):
+                repair = (rest[0] + 1, 0)  # then the run starts right after the floor
+            keep = scores[0] is not None and all(x is None or scores[0] >= x for x in (rest, repair))
+            if keep:
+                repair = None
         self._pop()
         if keep:
             self._write(head.batch, head.batch.entry(), head.first, head.last)
             return
-        fit = self._implied_base(head, floor)
-        if fit is not None:
+        if repair is not None:
+            fit = floor + 1  # type: ignore[operator]
             entry = bytearray(head.batch.entry())
-            struct.pack_into(">q", entry, 0, fit)  # baseOffset: the first field, outside the CRC
+            struct.pack_into(">q", entry, 0, fit)  # the offset: the first field, outside the CRC
             self.report.repaired.append(RepairedBatch(head.batch.position, head.first, fit))  # type: ignore[arg-type]
             self._write(head.batch, entry, fit, fit + head.last - head.first)
             return
@@ -291,37 +300,32 @@ class _Window:
             self.breaks -= 1
 
     def _scores(self, floor: int | None) -> list[tuple[int, int] | None]:
-        """For each held batch, the best run starting there: (batches, -(offset gaps)),
-        counting the gap from ``floor``; None for a batch that cannot be kept."""
+        """For each held batch, how good a run starting there is: (batches in the longest run
+        of increasing offsets from it, -(offsets left out between ``floor`` and it)); None for a
+        batch that cannot be kept."""
         items = self.items
-        runs: list[tuple[int, int] | None] = [None] * len(items)
+        counts: list[int | None] = [None] * len(items)
         for i in range(len(items) - 1, -1, -1):
             a = items[i]
             if a.refused is not None or (floor is not None and a.first <= floor):
                 continue
-            run = (1, 0)
-            for j in range(i + 1, len(items)):
-                r = runs[j]
-                if r is not None and items[j].first > a.last:
-                    run = max(run, (r[0] + 1, r[1] - (items[j].first - a.last - 1)))
-            runs[i] = run
-        if floor is None:
-            return runs
-        return [None if r is None else (r[0], r[1] - (items[i].first - floor - 1)) for i, r in enumerate(runs)]
+            counts[i] = 1 + max(
+                (c for j, c in enumerate(counts[i + 1 :], i + 1) if c is not None and items[j].first > a.last),
+                default=0,
+            )
+        lowest = (floor + 1) if floor is not None else min((x.first for x in items), default=0)
+        return [None if c is None else (c, lowest - items[i].first) for i, c in enumerate(counts)]
 
-    def _implied_base(self, head: _Candidate, floor: int | None) -> int | None:
-        """The base offset a skipped v2 batch must have had, when its neighbours leave exactly
-        its offset count between them and the next batch is kept; else None."""
-        if head.batch.magic != MAGIC_V2 or floor is None or not self.items:
-            return None
-        nxt = self.items[0]
-        if nxt.first - floor - 1 != head.last - head.first + 1:
-            return None
-        scores = self._scores(floor)
-        best = max((s for s in scores if s is not None), default=None)
-        if scores[0] is None or scores[0] < best:  # type: ignore[operator]
-            return None
-        return floor + 1
+    @staticmethod
+    def _fits(head: _Candidate, floor: int | None, nxt: _Candidate) -> bool:
+        """Whether ``head`` (v2, or an uncompressed v0/v1 message: one offset field for the
+        whole entry) would fill exactly the offsets between ``floor`` and ``nxt``, but does not
+        as it is stored."""
+        if floor is None or head.first == floor + 1:
+            return False
+        if head.batch.magic != MAGIC_V2 and head.batch.compression != Compression.NONE:
+            return False  # a wrapper's inner offsets (absolute in v0) would not follow its own
+        return nxt.refused is None and nxt.first - floor - 1 == head.last - head.first + 1
 
     def _write(self, batch: RecordBatch, entry, first: int, last: int) -> None:
         self.sink.append(entry)
