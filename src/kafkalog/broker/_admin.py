@@ -10,6 +10,7 @@ from typing import Any
 from .. import INTERNAL_TOPICS, validate_topic_name
 from ..errors import InvalidConfigError, KafkalogError
 from ..protocol import ApiKey, ErrorCode, Request, supported_api_versions
+from ._limits import POLICY_VIOLATION
 from ._state import MAX_PARTITIONS_PER_TOPIC, PRODUCER_ID_BLOCK_SIZE, _BrokerState
 
 _log = logging.getLogger(__package__)
@@ -114,6 +115,8 @@ class _AdminHandlers(_BrokerState):
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif problem is not None:
                     error = problem[0]  # a name colliding with an existing topic
+                elif self._partition_refusal(self.config.num_partitions) is not None:
+                    error = POLICY_VIOLATION  # type: ignore[assignment]
                 else:
                     assert self._admin_lock is not None
                     async with self._admin_lock:
@@ -164,7 +167,7 @@ class _AdminHandlers(_BrokerState):
         return {"throttle_time_ms": 0, "topics": results}
 
     async def _create_one(self, t: dict[str, Any], counts: dict[str, int], validate_only: bool
-                          ) -> tuple[ErrorCode, str | None]:
+                          ) -> tuple[int, str | None]:
         name = t["name"]
         if counts[name] > 1:
             return ErrorCode.INVALID_REQUEST, f"Create topics request contains multiple entries for the topic {name}"
@@ -210,6 +213,9 @@ class _AdminHandlers(_BrokerState):
             config = self.config.topic_config(overrides)
         except InvalidConfigError as e:
             return ErrorCode.INVALID_CONFIG, str(e)
+        refusal = self._partition_refusal(partitions)
+        if refusal is not None:
+            return POLICY_VIOLATION, refusal
         if validate_only:
             return ErrorCode.NONE, None
         try:

@@ -98,6 +98,10 @@ class BrokerConfig:
     address), ``cluster.id`` (generated once and kept). Every topic setting (``flush.messages``,
     ``segment.bytes``, ...) and its broker synonym (``log.flush.interval.messages``,
     ``log.segment.bytes``, ...) sets the default for every topic.
+
+    ``max.broker.partitions`` (KIP-578's name; unlimited by default) caps the partitions the
+    broker hosts; independently, partitions are refused while the process's open descriptors
+    would come within a reserve of ``RLIMIT_NOFILE`` (see ``_limits.py``).
     """
 
     node_id: int = 0
@@ -110,6 +114,7 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 86_400_000
     advertised_host: str | None = None
     cluster_id: str | None = None
+    max_broker_partitions: int | None = None
     topic_defaults: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -128,6 +133,7 @@ class BrokerConfig:
             "num.io.threads": ("num_io_threads", 1),
             "log.retention.check.interval.ms": ("retention_check_interval_ms", 1),
             "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
+            "max.broker.partitions": ("max_broker_partitions", 1),
         }
         for key, raw in (properties or {}).items():
             value = str(raw).strip()

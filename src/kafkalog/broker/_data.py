@@ -44,9 +44,13 @@ from ..errors import (
     UnsupportedCodecError,
 )
 from ..protocol import ErrorCode, Request
+from ._limits import RateLimitedLog
 from ._state import _BrokerState, _Close, _Partition
 
 _log = logging.getLogger(__package__)
+#: Storage failures (a full disk, no descriptor left) repeat with every retry of every client:
+#: logged once a minute at most.
+_log_storage_error = RateLimitedLog(_log, logging.ERROR)
 
 #: Produce's acks: none, the leader, all in-sync replicas.
 _ACKS = (-1, 0, 1)
@@ -131,7 +135,7 @@ class _DataHandlers(_BrokerState):
             except (KafkalogError, OSError) as e:
                 code = _error_code(e)
                 if code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
-                    _log.error("append to %s-%d failed: %s", partition.topic, partition.index, e)
+                    _log_storage_error("append to %s-%d failed: %s", partition.topic, partition.index, e)
                 outcomes.append({"error_code": code, "error_message": str(e)})
                 continue
             outcomes.append({
@@ -241,7 +245,7 @@ class _DataHandlers(_BrokerState):
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     except (KafkalogError, OSError) as e:
                         code = _error_code(e)
-                        _log.error("fetch from %s-%d failed: %s", partition.topic, partition.index, e)
+                        _log_storage_error("fetch from %s-%d failed: %s", partition.topic, partition.index, e)
                 if code is not None:
                     out["error_code"] = code
                     errors = True

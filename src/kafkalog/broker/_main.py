@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..errors import KafkalogError
 from . import _server
+from ._limits import raise_descriptor_limit
 from ._server import Broker
 
 _MAX_PORT = 65535
@@ -35,8 +36,9 @@ def _parse_pair(text: str) -> tuple[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``kafkalog broker --log-dir DIR [--listen HOST:PORT] [--config key=value ...]``.
 
-    Prints ``listening on HOST:PORT`` (one line, flushed) once clients can connect, logs to
-    stderr, and on SIGTERM or SIGINT shuts down cleanly and returns 0; 1 on a startup error.
+    Raises the soft open-file limit to the hard one first (as the JVM does for Kafka). Prints
+    ``listening on HOST:PORT`` (one line, flushed) once clients can connect, logs to stderr,
+    and on SIGTERM or SIGINT shuts down cleanly and returns 0; 1 on a startup error.
     """
     parser = argparse.ArgumentParser(prog="kafkalog broker", description=_server.__doc__.split("\n\n")[0])
     parser.add_argument("--log-dir", required=True, help="the log directory (one <topic>-<partition> per partition)")
@@ -48,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(None if argv is None else list(argv))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    raised = raise_descriptor_limit()
+    if raised is not None:
+        logging.getLogger(__package__).info("raised the open-file limit (RLIMIT_NOFILE) from %d to %d", *raised)
     host, port = args.listen
     try:
         broker = Broker(args.log_dir, host=host, port=port, config=dict(args.config))

@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +59,7 @@ from ..protocol import (
 )
 from ._admin import _AdminHandlers
 from ._data import _DataHandlers
+from ._limits import descriptor_limit, open_descriptors
 from ._state import _Close
 
 _log = logging.getLogger(__package__)
@@ -70,6 +73,13 @@ _COPY_CHUNK = 1 << 20
 _FALLBACK_API_VERSIONS_VERSION = 0
 #: How long :meth:`Broker.stop` waits for the requests in flight, in seconds.
 _STOP_TIMEOUT = 30
+#: The listening socket's backlog (asyncio's default).
+_BACKLOG = 100
+#: accept() errors that mean "no descriptor or memory for a connection now": the accept loop
+#: waits (doubling from the first delay up to the last, in seconds) and tries again.
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_BACKOFF_FIRST = 0.01
+_ACCEPT_BACKOFF_MAX = 1.0
 
 
 class _FdFile:
@@ -126,7 +136,9 @@ class Broker(_AdminHandlers, _DataHandlers):
         config: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(log_dir, host=host, port=port, config=config)
-        self._server: asyncio.AbstractServer | None = None
+        self._listeners: list[socket.socket] = []
+        self._accept_tasks: set[asyncio.Task] = set()
+        self._connection_tasks: set[asyncio.Task] = set()  # strong references (asyncio keeps weak ones)
         self._connections: set[_Connection] = set()
         self._stopped: asyncio.Event | None = None
         self._retention_task: asyncio.Task | None = None
@@ -164,14 +176,14 @@ class Broker(_AdminHandlers, _DataHandlers):
         self._executor = ThreadPoolExecutor(self.config.num_io_threads, thread_name_prefix="kafkalog-broker")
         try:
             await self._loop.run_in_executor(self._executor, self._load)
-            self._server = await asyncio.start_server(
-                self._on_connection, self._host, self._requested_port, limit=_STREAM_LIMIT
-            )
+            self._listeners = await self._bind()
         except BaseException:
             await self._loop.run_in_executor(self._executor, self._close_logs)
             self._executor.shutdown(wait=True)
             raise
-        self._port = self._server.sockets[0].getsockname()[1]
+        self._port = self._listeners[0].getsockname()[1]
+        for sock in self._listeners:
+            self._spawn(self._accept_tasks, self._accept_loop(sock))
         self._retention_task = asyncio.create_task(self._retention_loop())
         _log.info("kafkalog broker serving %s on %s (%d topics)", self.log_dir, self.bootstrap, len(self._topics))
 
@@ -182,8 +194,11 @@ class Broker(_AdminHandlers, _DataHandlers):
                 await self._stopped.wait()
             return
         self._stopping = True
-        assert self._server is not None and self._executor is not None and self._stopped is not None
-        self._server.close()
+        assert self._executor is not None and self._stopped is not None
+        for task in list(self._accept_tasks):
+            task.cancel()
+        for sock in self._listeners:
+            sock.close()
         if self._retention_task is not None:
             self._retention_task.cancel()
         for topic in self._topics.values():
@@ -250,6 +265,76 @@ class Broker(_AdminHandlers, _DataHandlers):
         self.shutdown()
 
     # -- connections ------------------------------------------------------------------------------
+
+    async def _bind(self) -> list[socket.socket]:
+        """Listening sockets on every address of the host (as ``asyncio.start_server`` binds),
+        all on the port the first one got when the port asked for is 0."""
+        assert self._loop is not None
+        infos = await self._loop.getaddrinfo(
+            self._host or None, self._requested_port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        listeners: list[socket.socket] = []
+        port = self._requested_port
+        try:
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                listeners.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], port, *address[2:]))
+                sock.listen(_BACKLOG)
+                sock.setblocking(False)
+                port = sock.getsockname()[1]
+        except BaseException:
+            for sock in listeners:
+                sock.close()
+            raise
+        return listeners
+
+    @staticmethod
+    def _spawn(tasks: set[asyncio.Task], coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        """Accept connections until :meth:`stop`. Out of descriptors (EMFILE, ENFILE) or
+        memory, accept() fails on every try while the listening socket stays readable: the
+        loop then waits, doubling the delay up to a second, warns once a minute at most (no
+        traceback), and serves again as soon as descriptors free up."""
+        assert self._loop is not None
+        delay = 0.0
+        while not self._stopping:
+            try:
+                conn, _ = await self._loop.sock_accept(sock)
+            except OSError as e:
+                if self._stopping:
+                    return
+                if e.errno in _OUT_OF_RESOURCES:
+                    if not delay:
+                        self._warn_accept(
+                            "cannot accept connections: %s (%s of %s descriptors open); retrying until "
+                            "descriptors free up", e.strerror, open_descriptors(), descriptor_limit(),
+                        )
+                    delay = min(_ACCEPT_BACKOFF_MAX, max(_ACCEPT_BACKOFF_FIRST, delay * 2))
+                    await asyncio.sleep(delay)
+                else:  # ECONNABORTED and the like: that one connection is gone
+                    _log.debug("accept failed: %s", e)
+                continue
+            if delay:
+                _log.info("accepting connections again")
+                delay = 0.0
+            self._spawn(self._connection_tasks, self._serve_socket(conn))
+
+    async def _serve_socket(self, conn: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=_STREAM_LIMIT)
+        except OSError as e:
+            conn.close()
+            _log.debug("dropping a connection: %s", e)
+            return
+        await self._on_connection(reader, writer)
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")

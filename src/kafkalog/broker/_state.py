@@ -38,6 +38,7 @@ from .. import (
 from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from ..protocol import ErrorCode
 from ._config import BrokerConfig
+from ._limits import RateLimitedLog, partition_refusal, startup_refusal
 
 _log = logging.getLogger(__package__)
 
@@ -122,6 +123,9 @@ class _BrokerState:
         self._lock_fd: int | None = None
         self._admin_lock: asyncio.Lock | None = None
         self._stopping = False
+        #: Refused creations and refused connections are warned about once a minute at most.
+        self._warn_refusal = RateLimitedLog(_log)
+        self._warn_accept = RateLimitedLog(_log)
 
     # -- facts ---------------------------------------------------------------------------------
 
@@ -245,9 +249,16 @@ class _BrokerState:
                     f"partition directory {name}-{max(partitions)} is beyond this broker's limit of "
                     f"{MAX_PARTITIONS_PER_TOPIC} partitions a topic", file=str(self.log_dir)
                 )
-        for name in sorted(set(found) | set(declared)):
+        planned = {
+            name: max(declared.get(name, {}).get("partitions", 0), max(found.get(name, {-1})) + 1)
+            for name in set(found) | set(declared)
+        }
+        refusal = startup_refusal(sum(planned.values()))
+        if refusal is not None:
+            raise KafkalogError(refusal, file=str(self.log_dir))
+        for name in sorted(planned):
             spec = declared.get(name, {})
-            count = max(spec.get("partitions", 0), max(found.get(name, {-1})) + 1)
+            count = planned[name]
             overrides = dict(spec.get("configs", {}))
             topic_id = spec.get("topic_id")
             config = self.config.topic_config(overrides)
@@ -315,6 +326,16 @@ class _BrokerState:
         )
         self._topics[name] = topic
         _log.info("created topic %s with %d partitions", name, count)
+
+    def _partition_refusal(self, count: int) -> str | None:
+        """Why ``count`` more partitions cannot be opened (the descriptor budget or
+        ``max.broker.partitions``: see ``_limits.py``), or None; a refusal is also logged,
+        rate-limited."""
+        hosted = sum(t.partition_count for t in self._topics.values())
+        refusal = partition_refusal(count, hosted, self.config.max_broker_partitions)
+        if refusal is not None:
+            self._warn_refusal("refusing a topic: %s", refusal)
+        return refusal
 
     def _topic_error(self, name: str) -> tuple[ErrorCode, str] | None:
         """Why ``name`` cannot be created, or None."""
