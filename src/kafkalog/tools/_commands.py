@@ -19,6 +19,7 @@ from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import salvage_segment
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
 from ._verify import total_log_bytes, verify_path
+from ._verify_report import MAX_PROBLEMS_PER_KIND
 from ._verify_report import SegmentReport as VerifySegmentReport
 
 
@@ -41,9 +42,8 @@ def _run_verify(tool: _Tool) -> None:
             if report.segments and not a.quiet:
                 rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
                 for s in report.segments:
-                    errors = sum(1 for p in s.problems if p.severity == "error")
-                    warnings = len(s.problems) - errors
-                    status = "ok" if not s.problems else ", ".join(
+                    errors, warnings = s.errors, s.warnings
+                    status = "ok" if not errors and not warnings else ", ".join(
                         part for part in (
                             f"{errors} error{'s' * (errors != 1)}" if errors else "",
                             f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
@@ -63,9 +63,11 @@ def _run_verify(tool: _Tool) -> None:
                 for line in _problem_lines(problems, path):
                     tool.print(line)
             hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
+            capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
             tool.print(
                 f"{path}: {'OK' if not bad else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
-                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings{hidden}"
+                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings"
+                f"{capped}{hidden}"
             )
 
         tool.guarded(one)
