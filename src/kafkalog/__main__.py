@@ -62,7 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not _summary_mode(argv):
         return cli.main(argv)
     try:
-        return 0 if all([summarise(f) for f in argv]) else 1
+        ok = all([summarise(f) for f in argv])
+        sys.stdout.flush()
+        return 0 if ok else 1
     except KeyboardInterrupt:
         print("kafkalog: interrupted", file=sys.stderr)
         return 130

@@ -424,9 +424,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     err_stream, err_wrapped = _utf8(stderr or sys.stderr)
     try:
         if options is None:
-            return _run_tool(args, out_stream, err_stream)
-        output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
-        return _Dump(options, output).run()  # type: ignore[arg-type]
+            status = _run_tool(args, out_stream, err_stream)
+        else:
+            output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
+            status = _Dump(options, output).run()  # type: ignore[arg-type]
+        out_stream.flush()  # here, not at exit, where a closed pipe could no longer be told apart
+        return status
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as a process killed by SIGPIPE would.
         if stdout is None:

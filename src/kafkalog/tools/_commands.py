@@ -11,12 +11,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import Log, LogConfig, plan_partition_retention
+from .. import TMP_SUFFIX, Log, LogConfig, plan_partition_retention
 from ..errors import KafkalogError
 from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
-from ._salvage import salvage_segment
+from ._salvage import _destination, salvage_segment
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import MAX_PROBLEMS_PER_KIND
@@ -171,6 +171,10 @@ def _run_salvage(tool: _Tool) -> None:
                 a.src, a.dst, progress=bar, write_indexes=not a.no_indexes,
                 index_interval_bytes=a.index_interval_bytes, overwrite=a.force,
             )
+        except KeyboardInterrupt:
+            # The copy is written under a temporary name; Ctrl-C at any point leaves none behind.
+            Path(str(_destination(Path(a.src), a.dst)) + TMP_SUFFIX).unlink(missing_ok=True)
+            raise
         finally:
             bar.close()
         if a.json:
