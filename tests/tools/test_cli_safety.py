@@ -200,3 +200,79 @@ def test_a_shorter_progress_line_leaves_no_stray_characters(monkeypatch) -> None
     assert term.screen().rstrip().endswith("1.0 GB/3.2 GB")  # not "1.0 GB/3.2 GBGB"
     bar.close()
     assert term.screen().strip() == ""
+
+
+# -- verify: true counts, and nothing checked is not OK ------------------------------------------
+
+
+def test_verify_counts_every_problem_when_the_listing_is_capped(tmp_path) -> None:
+    directory = tmp_path / "t-0"
+    shutil.copytree(KAFKA38 / "v2-none-random", directory)
+    index = directory / "00000000000000000000.index"
+    n = index.stat().st_size // 8
+    bad = MAX_PROBLEMS_PER_KIND + n + 10
+    index.write_bytes(struct.pack(">ii", 1, 1) * bad)  # every entry after the first goes backwards or repeats
+    report = verify_path(directory)
+    listed = [p for p in report.problems if p.kind == "index-not-monotonic"]
+    assert len(listed) == MAX_PROBLEMS_PER_KIND + 1  # the cap and the line counting the rest
+    errors = report.errors
+    assert errors >= bad - 1 > len([p for p in report.problems if p.severity == "error"])
+    assert report.capped and report.to_dict()["errors"] == errors
+    rc, out, _ = run("verify", "--quiet", directory)
+    assert rc == 1
+    assert out.splitlines()[-1].endswith(f"{errors} errors, 0 warnings (first {MAX_PROBLEMS_PER_KIND} of each kind listed)")
+
+
+def test_verify_on_a_parent_of_log_directories_is_an_error(tmp_path) -> None:
+    """``kafka-logs-1`` parses as topic ``kafka-logs``, partition 1; it is a log directory."""
+    for n in (1, 2):
+        shutil.copytree(KAFKA38 / "v2-none-random", tmp_path / f"kafka-logs-{n}" / "t-0")
+    rc, out, err = run("verify", tmp_path)
+    assert (rc, out) == (1, "")
+    assert err.startswith(f"kafkalog verify: {tmp_path}: no log segments here")
+    assert "look like log directories: verify them (kafka-logs-1, kafka-logs-2)" in err
+    rc, out, err = run("verify", tmp_path / "kafka-logs-1")  # the log directory itself is fine
+    assert rc == 0 and "OK: 1 segments, 1 partitions, 0 errors" in out
+
+
+def test_verify_on_a_directory_of_empty_partition_like_directories_is_an_error(tmp_path) -> None:
+    (tmp_path / "notes-1").mkdir()
+    rc, out, err = run("verify", tmp_path)
+    assert rc == 1 and out == "" and "not a Kafka partition or log directory" in err
+
+
+# -- salvage output under a name Kafka does not give ---------------------------------------------
+
+
+def test_salvage_output_under_another_name_can_be_verified_and_dumped(tmp_path) -> None:
+    src = tmp_path / "00000000000000000000.log"
+    data = bytearray(SEGMENT.read_bytes())
+    data[100] ^= 0xFF  # a corrupt first batch: the salvaged copy starts at a later base offset
+    src.write_bytes(bytes(data))
+    rc, _, err = run("salvage", src, tmp_path / "rescued.log")
+    assert rc == 0, err
+    rescued = tmp_path / "rescued.log"
+    first = struct.unpack(">q", rescued.read_bytes()[:8])[0]
+    assert first > 0
+    rc, out, err = run("verify", rescued)
+    assert rc == 0, err
+    assert f"base offset {first} taken from the first batch" in run("verify", "--warnings", rescued)[1]
+    rc, out, err = run("dump", "--files", rescued)
+    assert rc == 0, err
+    assert out.startswith(f"Dumping {rescued}\nLog starting offset: {first}\nbaseOffset: {first} ")
+    assert "its base offset" in err and "first batch" in err
+    rc, out, _ = run("dump", "--json", "--files", rescued)
+    head = json.loads(out.splitlines()[0])
+    assert head["baseOffset"] == first and head["baseOffsetFrom"] == "firstBatch"
+    other = tmp_path / "rescued.bin"
+    shutil.copyfile(rescued, other)
+    assert run("verify", other)[0] == 0
+
+
+def test_a_non_kafka_name_without_a_valid_first_batch_is_still_refused(tmp_path) -> None:
+    junk = tmp_path / "junk.log"
+    junk.write_bytes(b"\x00" * 100)
+    rc, _, err = run("verify", junk)
+    assert rc == 1 and "this name is not" in err
+    rc, _, err = run("dump", "--files", junk)
+    assert rc == 1 and "not a Kafka file name" in err
