@@ -100,7 +100,10 @@ def test_summary_mode_needs_every_argument_to_be_an_existing_file(tmp_path) -> N
     done = kafkalog_process(SEGMENT)
     assert done.returncode == 0 and "all CRCs valid" in done.stdout
     done = kafkalog_process(SEGMENT, tmp_path / "no-such.log")
-    assert done.returncode == 2 and "unknown command" in done.stderr and done.stdout == ""
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"kafkalog: {tmp_path / 'no-such.log'}: not an existing file (kafkalog FILE.log ... summarises segment files)\n"
+    done = kafkalog_process(tmp_path)  # a directory: no summary
+    assert done.returncode == 1 and "not an existing file" in done.stderr
 
 
 # -- Ctrl-C and broken pipes ---------------------------------------------------------------------

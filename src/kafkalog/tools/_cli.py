@@ -371,9 +371,15 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def _unknown_command(argv: list[str], err: IO[str]) -> int | None:
     """Exit status 2 and one line when the first argument is neither an option nor a command
-    (argparse would list every choice; a near miss gets a suggestion)."""
+    (argparse would list every choice; a near miss gets a suggestion); 1 when it is a path but
+    not every argument an existing file (the summary mode's arguments)."""
     if not argv or argv[0].startswith("-") or argv[0] in _COMMANDS:
         return None
+    if os.path.exists(argv[0]) or os.sep in argv[0] or argv[0].endswith(".log"):
+        # A path: the summary mode (`kafkalog FILE.log ...`) with an argument that is not a file.
+        missing = next((a for a in argv if not os.path.isfile(a)), argv[0])
+        err.write(f"kafkalog: {missing}: not an existing file (kafkalog FILE.log ... summarises segment files)\n")
+        return 1
     close = difflib.get_close_matches(argv[0], _COMMANDS, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else f" (commands: {', '.join(_COMMANDS)})"
     err.write(_build_parser().format_usage())
