@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .columnar_arrow import (
     DEFAULT_ARROW_COLUMNS,
@@ -76,6 +77,29 @@ class RecordColumns:
         "partition_leader_epoch",
         "batch_index",
     )
+
+    # The columns' types, for type checkers (``__slots__`` alone declares no type).
+    offset: npt.NDArray[np.int64]
+    timestamp: npt.NDArray[np.int64]
+    timestamp_type: npt.NDArray[np.int8]
+    key_offsets: npt.NDArray[np.int64]
+    key_data: npt.NDArray[np.uint8]
+    key_valid: npt.NDArray[np.bool_]
+    value_offsets: npt.NDArray[np.int64]
+    value_data: npt.NDArray[np.uint8]
+    value_valid: npt.NDArray[np.bool_]
+    #: The header columns are None when decoded with ``include_headers=False``.
+    header_offsets: npt.NDArray[np.int64] | None
+    headers_valid: npt.NDArray[np.bool_] | None
+    header_key_offsets: npt.NDArray[np.int64] | None
+    header_key_data: npt.NDArray[np.uint8] | None
+    header_value_offsets: npt.NDArray[np.int64] | None
+    header_value_data: npt.NDArray[np.uint8] | None
+    header_value_valid: npt.NDArray[np.bool_] | None
+    is_control: npt.NDArray[np.bool_]
+    producer_id: npt.NDArray[np.int64]
+    partition_leader_epoch: npt.NDArray[np.int32]
+    batch_index: npt.NDArray[np.int64]
 
     def __init__(self, **columns: np.ndarray | None) -> None:
         missing = set(self.__slots__) - set(columns)

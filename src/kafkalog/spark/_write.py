@@ -228,7 +228,8 @@ def _rows(batch: pa.RecordBatch, o: _WriteOptions, spark_partition: int, now: in
     timestamps, topics, partitions = column("timestamp"), column("topic"), column("partition")
     legal: set[str] = set()
     for i in range(n):
-        topic = topics[i] if topics[i] is not None else o.topic
+        # Spark's Kafka sink: the topic option, when set, overrides the topic column.
+        topic = o.topic if o.topic is not None else topics[i]
         if topic not in legal:
             _check_topic(topic, o.path)
             legal.add(topic)

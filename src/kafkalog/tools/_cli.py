@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import io
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
-from ._commands import (
-    _run_convert,
-    _run_rebuild,
-    _run_retention,
-    _run_salvage,
-    _run_stat,
-    _run_verify,
-)
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap, __version__
+from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
 from ._compact import _run_compact
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
@@ -39,6 +33,11 @@ from ._tool import _Tool
 
 #: The subcommands ``python -m kafkalog`` hands over to this package.
 SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups")
+#: Every command the ``kafkalog`` program takes (``broker`` is :mod:`kafkalog.broker`'s).
+_COMMANDS = (*SUBCOMMANDS, "broker")
+#: Exit statuses of the Unix convention: 128 + the signal's number.
+EXIT_INTERRUPTED = 130  # SIGINT
+EXIT_BROKEN_PIPE = 141  # SIGPIPE
 
 # ------------------------------------------------------------------------------------------------
 # Command line
@@ -52,8 +51,16 @@ def _size(text: str) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkalog", description="Kafka's log tools, in Python.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = argparse.ArgumentParser(
+        prog="kafkalog",
+        description="Kafka's log tools, in Python.",
+        epilog=(
+            "kafkalog FILE.log ... (every argument an existing file) summarises segments batch by batch; "
+            "kafkalog alone runs kafkalog demo. kafkalog COMMAND --help describes a command."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     dump = sub.add_parser(
         "dump",
         help="dump log segments, indexes and snapshots as Kafka's kafka-dump-log.sh does",
@@ -361,6 +368,11 @@ def _add_tool_commands(sub) -> None:
     groups.add_argument("--json", action="store_true", help="one JSON object per group and partition (documented in docs/cli.md)")
     for p in (verify, salvage, rebuild, retention, convert, stat_cmd, compact, demo, groups):
         p.set_defaults(_parser=p)
+    sub.add_parser(
+        "broker",
+        help="serve a log directory to Kafka clients over the Kafka protocol (kafkalog broker --help)",
+        add_help=False,
+    )
 
 
 def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -389,42 +401,91 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return tool.status
 
 
+def _unknown_command(argv: list[str], err: IO[str]) -> int | None:
+    """Exit status 2 and one line when the first argument is neither an option nor a command
+    (argparse would list every choice; a near miss gets a suggestion); 1 when it is a path but
+    not every argument an existing file (the summary mode's arguments)."""
+    if not argv or argv[0].startswith("-") or argv[0] in _COMMANDS:
+        return None
+    if os.path.exists(argv[0]) or os.sep in argv[0] or argv[0].endswith(".log"):
+        # A path: the summary mode (`kafkalog FILE.log ...`) with an argument that is not a file.
+        missing = next((a for a in argv if not os.path.isfile(a)), argv[0])
+        err.write(f"kafkalog: {missing}: not an existing file (kafkalog FILE.log ... summarises segment files)\n")
+        return 1
+    close = difflib.get_close_matches(argv[0], _COMMANDS, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else f" (commands: {', '.join(_COMMANDS)})"
+    err.write(_build_parser().format_usage())
+    err.write(f"kafkalog: unknown command '{argv[0]}'{hint}\n")
+    return 2
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the reader went away (``| head``), and the interpreter's
+    final flush must not complain about it."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
-    ``convert``, ``stat``, ``compact``, ``demo``, ``groups``); return the exit status.
+    ``convert``, ``stat``, ``compact``, ``demo``, ``groups``, ``broker``); return the exit status.
+
+    Usage errors and an unknown command exit 2; Ctrl-C ends a command with one line
+    (``kafkalog CMD: interrupted``) and 130, a closed stdout (``| head``) quietly with 141;
+    the writing commands leave no half-written file either way.
 
     Args:
         argv: the arguments after the program name, starting with the subcommand.
         stdout, stderr: where to write (default: the process's streams).
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    unknown = _unknown_command(argv, stderr or sys.stderr)
+    if unknown is not None:
+        return unknown
+    if argv and argv[0] == "broker":
+        from ..broker import main as broker_main
+
+        return broker_main(argv[1:])
     parser = _build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(argv)
         options = _options(parser, args) if args.command == "dump" else None
-    except SystemExit as e:  # usage errors (2) and --help (0)
+    except SystemExit as e:  # usage errors (2), --help and --version (0)
         return e.code if isinstance(e.code, int) else 2
     out_stream, out_wrapped = _utf8(stdout or sys.stdout)
     err_stream, err_wrapped = _utf8(stderr or sys.stderr)
     try:
         if options is None:
-            return _run_tool(args, out_stream, err_stream)
-        output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
-        return _Dump(options, output).run()  # type: ignore[arg-type]
+            status = _run_tool(args, out_stream, err_stream)
+        else:
+            output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
+            status = _Dump(options, output).run()  # type: ignore[arg-type]
+        out_stream.flush()  # here, not at exit, where a closed pipe could no longer be told apart
+        return status
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
+        # The reader went away (`| head`): stop quietly, as a process killed by SIGPIPE would.
+        if stdout is None:
+            _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        # Ctrl-C: the commands' writes clean up their temporary files on the way out.
         try:
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError, io.UnsupportedOperation):
+            err_stream.write(f"kafkalog {args.command}: interrupted\n")
+            err_stream.flush()
+        except (OSError, ValueError):
             pass
-        finally:
-            os.close(devnull)
-        return 1
+        return EXIT_INTERRUPTED
     finally:
         for stream, wrapped in ((out_stream, out_wrapped), (err_stream, err_wrapped)):
             if wrapped:
                 try:
                     stream.flush()
-                except OSError:
+                except (OSError, ValueError):
                     pass
                 stream.detach()  # type: ignore[attr-defined]  # leave the process's stream open

@@ -11,15 +11,16 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import Log, LogConfig, plan_partition_retention
+from .. import TMP_SUFFIX, Log, LogConfig, plan_partition_retention
 from ..errors import KafkalogError
 from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
-from ._salvage import salvage_segment
+from ._salvage import _destination, salvage_segment
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
 from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
 from ._verify import total_log_bytes, verify_path
+from ._verify_report import MAX_PROBLEMS_PER_KIND
 from ._verify_report import SegmentReport as VerifySegmentReport
 
 
@@ -42,9 +43,8 @@ def _run_verify(tool: _Tool) -> None:
             if report.segments and not a.quiet:
                 rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
                 for s in report.segments:
-                    errors = sum(1 for p in s.problems if p.severity == "error")
-                    warnings = len(s.problems) - errors
-                    status = "ok" if not s.problems else ", ".join(
+                    errors, warnings = s.errors, s.warnings
+                    status = "ok" if not errors and not warnings else ", ".join(
                         part for part in (
                             f"{errors} error{'s' * (errors != 1)}" if errors else "",
                             f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
@@ -64,9 +64,11 @@ def _run_verify(tool: _Tool) -> None:
                 for line in _problem_lines(problems, path):
                     tool.print(line)
             hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
+            capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
             tool.print(
                 f"{path}: {'OK' if not bad else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
-                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings{hidden}"
+                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings"
+                f"{capped}{hidden}"
             )
 
         tool.guarded(one)
@@ -170,6 +172,10 @@ def _run_salvage(tool: _Tool) -> None:
                 a.src, a.dst, progress=bar, write_indexes=not a.no_indexes,
                 index_interval_bytes=a.index_interval_bytes, overwrite=a.force,
             )
+        except KeyboardInterrupt:
+            # The copy is written under a temporary name; Ctrl-C at any point leaves none behind.
+            Path(str(_destination(Path(a.src), a.dst)) + TMP_SUFFIX).unlink(missing_ok=True)
+            raise
         finally:
             bar.close()
         if a.json:

@@ -47,6 +47,7 @@ from ._kafka_messages import (
     _time_index_problem,
 )
 from ._verify_report import _OFFSET_CHECKPOINTS
+from ._verify_segment import first_batch_base
 
 # ------------------------------------------------------------------------------------------------
 # The dump
@@ -115,6 +116,8 @@ class _Dump:
             self.out.skipped(display)
             return
         info = self._header_info(kind, name)
+        if info is None and kind == "log":
+            info = self._base_from_first_batch(display)
         if info is None:
             self.out.dumping(display, kind)
             self._fail(display, f"not a Kafka file name: expected {_EXPECTED_NAMES[kind]}")
@@ -151,6 +154,18 @@ class _Dump:
             base = _parse_long(prefix)
             return None if base is None else {"baseOffset": base}
         return {}
+
+    def _base_from_first_batch(self, display: str) -> dict | None:
+        """A ``.log`` not named ``<offset>.log`` (``salvage`` output, say; Kafka's tool refuses
+        it): its first batch's base offset, with a note on stderr; None when it has no valid batch."""
+        base = first_batch_base(display)
+        if base is None:
+            return None
+        self.out.stderr(
+            f"kafkalog dump: note: {display} is not named <offset>.log; its base offset {base} is taken from its "
+            f"first batch"
+        )
+        return {"baseOffset": base, "baseOffsetFrom": "firstBatch"}
 
     def _fail(self, display: str, message: str) -> None:
         self.failed = True

@@ -22,6 +22,7 @@ class _ProgressBar:
         self._done = 0
         self._last = 0.0
         self._drawn = False
+        self._shown = 0  # the length of the line on the terminal now
 
     def __call__(self, n: int) -> None:
         self._done += n
@@ -36,16 +37,20 @@ class _ProgressBar:
         frac = min(1.0, self._done / self._total)
         filled = int(frac * self._WIDTH)
         bar = "#" * filled + "." * (self._WIDTH - filled)
-        line = f"\r{self._label} [{bar}] {frac * 100:5.1f}%  {_human(self._done)}/{_human(self._total)}"
-        self._stream.write(line)
+        line = f"{self._label} [{bar}] {frac * 100:5.1f}%  {_human(self._done)}/{_human(self._total)}"
+        # A shorter line than the last (3.2 GB -> 999.9 MB) is padded over its tail, which would stay.
+        self._stream.write("\r" + line + " " * (self._shown - len(line)))
         self._stream.flush()
+        self._shown = len(line)
         self._drawn = True
 
     def close(self) -> None:
+        """Blank the line and put the cursor back at its start."""
         if self._drawn:
-            self._stream.write("\r" + " " * (len(self._label) + self._WIDTH + 40) + "\r")
+            self._stream.write("\r" + " " * self._shown + "\r")
             self._stream.flush()
             self._drawn = False
+            self._shown = 0
 
 
 def _human(n: int) -> str:

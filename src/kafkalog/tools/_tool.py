@@ -81,9 +81,12 @@ class _Tool:
         self.status = 1
 
     def guarded(self, action: Callable[[], None]) -> None:
-        """Run ``action``; a library or OS error becomes one line on stderr and status 1."""
+        """Run ``action``; a library or OS error becomes one line on stderr and status 1 (a
+        broken pipe is not an error of the command: it ends the run, see :func:`main`)."""
         try:
             action()
+        except BrokenPipeError:
+            raise
         except KafkalogError as e:
             self.fail(str(e))
         except OSError as e:

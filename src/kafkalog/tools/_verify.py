@@ -33,7 +33,7 @@ from .. import (
 )
 from ..errors import CorruptCheckpointError, KafkalogError
 from ._verify_report import _OFFSET_CHECKPOINTS, PartitionReport, Progress, SegmentReport, VerifyReport, _Problems
-from ._verify_segment import _Context, _run_scan
+from ._verify_segment import _Context, _run_scan, first_batch_base
 
 
 class _LogDirOffsets:
@@ -288,6 +288,9 @@ def _verify_file(path: Path, report: VerifyReport, problems: _Problems, deep: bo
                 raise KafkalogError(f"no {log_path.name} beside this index to check it against", file=str(path))
             report.segments.append(_run_scan(log_path, deep, True, progress, None))
             return
+    if first_batch_base(path) is not None:  # e.g. salvage output under another name
+        report.segments.append(_run_scan(path, deep, True, progress, None))
+        return
     raise KafkalogError(
         "not a Kafka log file (expected <offset>.log|.index|.timeindex|.txnindex|.snapshot, a checkpoint, "
         "partition.metadata, a partition directory or a log directory)",
@@ -332,12 +335,17 @@ def verify_path(path: str | os.PathLike, *, deep: bool = False, progress: Progre
             parent_offsets = _LogDirOffsets(path.parent, _Problems([]))  # the log dir's files: not reported here
         _verify_partition(path, report, problems, parent_offsets, deep, progress)
     else:
-        partitions = find_partition_dirs(path)
+        partitions, log_dirs = _partition_dirs(path)
         checkpoints = [n for n in _OFFSET_CHECKPOINTS if (path / n).exists()]
-        if not partitions and not checkpoints:
+        if not checkpoints and not any(_has_kafka_files(d) for d in partitions):
+            hint = (
+                f"; the directories below look like log directories: verify them ({', '.join(d.name for d in log_dirs)})"
+                if log_dirs
+                else ""
+            )
             raise KafkalogError(
                 "no log segments here, and no partition directories (<topic>-<partition>) or checkpoint files: not a "
-                "Kafka partition or log directory",
+                f"Kafka partition or log directory{hint}",
                 file=str(path),
             )
         offsets = _LogDirOffsets(path, problems)
@@ -345,7 +353,22 @@ def verify_path(path: str | os.PathLike, *, deep: bool = False, progress: Progre
             _verify_partition(directory, report, problems, offsets, deep, progress)
         _leftover_dirs(path, problems)
     problems.close()
+    report.other_error_count = problems.errors
+    report.other_warning_count = problems.warnings
     return report
+
+
+def _partition_dirs(log_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The partition directories of a log directory, and the directories named like one that
+    are log directories themselves (no Kafka file, partition directories inside: a parent of
+    log directories was named, and ``kafka-logs-1`` only looks like topic ``kafka-logs``)."""
+    partitions, log_dirs = [], []
+    for d in find_partition_dirs(log_dir):
+        if not _has_kafka_files(d) and find_partition_dirs(d):
+            log_dirs.append(d)
+        else:
+            partitions.append(d)
+    return partitions, log_dirs
 
 
 def total_log_bytes(path: str | os.PathLike) -> int:
@@ -358,7 +381,7 @@ def total_log_bytes(path: str | os.PathLike) -> int:
             return log.stat().st_size if log.exists() else path.stat().st_size
         except OSError:
             return 0
-    dirs = [path] if _has_kafka_files(path) else find_partition_dirs(path)
+    dirs = [path] if _has_kafka_files(path) else _partition_dirs(path)[0]
     total = 0
     for d in dirs:
         for log in segment_logs(d):

@@ -51,6 +51,8 @@ class Problem:
     kind: str
     message: str
     severity: str = "error"
+    #: True for the line that counts the problems of its kind left out of the listing.
+    summary: bool = False
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -94,11 +96,25 @@ class SegmentReport:
     index_entries: int | None = None
     time_index_entries: int | None = None
     aborted_txns: int | None = None
+    #: How many errors and warnings were found: ``problems`` lists at most
+    #: :data:`MAX_PROBLEMS_PER_KIND` of each kind per file. None: count ``problems``.
+    error_count: int | None = None
+    warning_count: int | None = None
 
     @property
     def ok(self) -> bool:
         """No error-severity problem (warnings allowed)."""
         return not any(p.severity == "error" for p in self.problems)
+
+    @property
+    def errors(self) -> int:
+        """The errors found (all of them, listed or not)."""
+        return _count(self.error_count, self.problems, "error")
+
+    @property
+    def warnings(self) -> int:
+        """The warnings found (all of them, listed or not)."""
+        return _count(self.warning_count, self.problems, "warning")
 
     @property
     def next_offset(self) -> int:
@@ -112,6 +128,8 @@ class SegmentReport:
         out["codecs"] = list(self.codecs)
         out["producer_ids"] = list(self.producer_ids)
         out["ok"] = self.ok
+        out["errors"] = self.errors
+        out["warnings"] = self.warnings
         return out
 
 
@@ -151,6 +169,9 @@ class VerifyReport:
     segments: list[SegmentReport] = field(default_factory=list)
     other: list[Problem] = field(default_factory=list)
     partitions: list[PartitionReport] = field(default_factory=list)
+    #: How many errors and warnings ``other`` stands for (None: count it).
+    other_error_count: int | None = None
+    other_warning_count: int | None = None
 
     @property
     def problems(self) -> list[Problem]:
@@ -164,11 +185,19 @@ class VerifyReport:
 
     @property
     def errors(self) -> int:
-        return sum(1 for p in self.problems if p.severity == "error")
+        """The errors found: true counts, not the length of the capped listing."""
+        return sum(s.errors for s in self.segments) + _count(self.other_error_count, self.other, "error")
 
     @property
     def warnings(self) -> int:
-        return sum(1 for p in self.problems if p.severity == "warning")
+        """The warnings found: true counts, not the length of the capped listing."""
+        return sum(s.warnings for s in self.segments) + _count(self.other_warning_count, self.other, "warning")
+
+    @property
+    def capped(self) -> bool:
+        """Whether the listing leaves problems out (more than :data:`MAX_PROBLEMS_PER_KIND` of a kind in a file)."""
+        listed = sum(1 for p in self.problems if p.severity in ("error", "warning") and not p.summary)
+        return listed < self.errors + self.warnings
 
     def to_dict(self) -> dict:
         """A JSON-safe dict: ``path, ok, errors, warnings, segments, partitions, other``."""
@@ -177,20 +206,34 @@ class VerifyReport:
             "ok": self.ok,
             "errors": self.errors,
             "warnings": self.warnings,
+            "capped": self.capped,
             "segments": [s.to_dict() for s in self.segments],
             "partitions": [p.to_dict() for p in self.partitions],
             "other": [p.to_dict() for p in self.other],
         }
 
 
+def _count(counted: int | None, problems: list[Problem], severity: str) -> int:
+    if counted is not None:
+        return counted
+    return sum(1 for p in problems if p.severity == severity and not p.summary)
+
+
 class _Problems:
-    """Problems of one file, at most :data:`MAX_PROBLEMS_PER_KIND` per kind."""
+    """Problems of one file, at most :data:`MAX_PROBLEMS_PER_KIND` per kind listed; ``errors``
+    and ``warnings`` count them all."""
 
     def __init__(self, sink: list[Problem]) -> None:
         self._sink = sink
         self._counts: dict[tuple[str, str], int] = {}
+        self.errors = 0
+        self.warnings = 0
 
     def add(self, path: str, position: int | None, kind: str, message: str, severity: str = "error") -> None:
+        if severity == "error":
+            self.errors += 1
+        elif severity == "warning":
+            self.warnings += 1
         key = (path, kind)
         n = self._counts.get(key, 0) + 1
         self._counts[key] = n
@@ -203,7 +246,9 @@ class _Problems:
             extra = n - MAX_PROBLEMS_PER_KIND
             if extra > 0:
                 severity = next(p.severity for p in self._sink if p.path == path and p.kind == kind)
-                self._sink.append(Problem(path, None, kind, f"{extra} more problems of this kind not listed", severity))
+                self._sink.append(
+                    Problem(path, None, kind, f"{extra} more problems of this kind not listed", severity, summary=True)
+                )
         self._counts.clear()
 
 

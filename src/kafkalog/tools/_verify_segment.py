@@ -43,6 +43,35 @@ def _sibling(log_path: Path, suffix: str) -> Path:
     return log_path.with_name(name[:i] + suffix + name[i + len(LOG_SUFFIX) :])
 
 
+def first_batch_base(path: str | os.PathLike) -> int | None:
+    """The base offset of the first batch of a file, when its first batch is valid (None:
+    empty, unreadable, or not a batch): the base offset of a segment not named after it, such
+    as ``salvage`` output written under another name."""
+    try:
+        with FileRecords.open(path) as fr:
+            for batch in fr.batches(validate=True, strict=True):
+                return batch.base_offset
+    except (KafkalogError, OSError):
+        return None
+    return None
+
+
+def segment_base(log_path: Path) -> tuple[int, bool]:
+    """The base offset of a segment and whether its name gave it: ``<20 digits>.log`` names it,
+    anything else takes the first batch's.
+
+    Raises:
+        KafkalogError: the name gives no offset and the file starts with no valid batch.
+    """
+    try:
+        return segment_base_offset(log_path), True
+    except KafkalogError:
+        base = first_batch_base(log_path)
+        if base is None:
+            raise
+        return base, False
+
+
 class _Context:
     """What the checks of one segment need from its partition."""
 
@@ -74,7 +103,7 @@ class _SegmentScan:
     ) -> None:
         self.path = log_path
         self.name = str(log_path)
-        self.base = segment_base_offset(log_path)
+        self.base, self.named = segment_base(log_path)
         self.deep = deep
         self.check_indexes = check_indexes
         self.ticker = ProgressTicker(progress)
@@ -152,6 +181,13 @@ class _SegmentScan:
     # -- batches -------------------------------------------------------------------------------
 
     def run(self) -> SegmentReport:
+        if not self.named:
+            self.add(
+                None, "segment-name",
+                f"not named <20 digits>.log, so Kafka would not load it: base offset {self.base} taken from the first "
+                f"batch",
+                "warning",
+            )
         if self.check_indexes:
             self.open_indexes_for_check()
         fr = FileRecords.open(self.path)
@@ -191,6 +227,8 @@ class _SegmentScan:
             index_entries=self.index_entries,
             time_index_entries=self.time_entries,
             aborted_txns=self.aborted,
+            error_count=self.problems.errors,
+            warning_count=self.problems.warnings,
         )
 
     def _scan(self, fr: FileRecords, size: int) -> int:
