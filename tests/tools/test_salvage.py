@@ -252,6 +252,23 @@ def test_a_damaged_base_offset_does_not_drop_the_batches_after_it(tmp_path) -> N
     assert verify_segment(out).problems == []
 
 
+def test_salvage_command_names_the_repaired_batches(tmp_path) -> None:
+    """``kafkalog salvage`` prints each repaired batch: where it is, and the offset it had and got."""
+    import io
+
+    from kafkalog.tools import main
+
+    src = contiguous_v2(tmp_path, [7] * 11 + [3] + [3] * 23 + [2] * 16)
+    pos, _ = batches_of(src)[11]
+    flip(src, pos + 6, 0x5A)
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["salvage", str(src), str(tmp_path / "salvaged.log")], stdout=out, stderr=err)
+    assert status == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    assert "repaired 1 batches (their offset field is outside the CRC):" in lines
+    assert f"  position {pos}: offset 23117 written as 77" in lines
+
+
 def test_a_damaged_base_offset_with_no_room_is_skipped_alone(tmp_path) -> None:
     """Compaction left gaps around the damaged batch, so its offsets are ambiguous: it is
     skipped and reported, and every batch around it is kept."""

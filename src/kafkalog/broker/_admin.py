@@ -10,7 +10,6 @@ from typing import Any
 from .. import INTERNAL_TOPICS, validate_topic_name
 from ..errors import InvalidConfigError, KafkalogError
 from ..protocol import ApiKey, ErrorCode, Request, supported_api_versions
-from ._limits import POLICY_VIOLATION
 from ._state import MAX_PARTITIONS_PER_TOPIC, PRODUCER_ID_BLOCK_SIZE, _BrokerState
 
 _log = logging.getLogger(__package__)
@@ -116,7 +115,7 @@ class _AdminHandlers(_BrokerState):
                 elif problem is not None:
                     error = problem[0]  # a name colliding with an existing topic
                 elif self._partition_refusal(self.config.num_partitions) is not None:
-                    error = POLICY_VIOLATION  # type: ignore[assignment]
+                    error = ErrorCode.POLICY_VIOLATION
                 else:
                     assert self._admin_lock is not None
                     async with self._admin_lock:
@@ -215,7 +214,7 @@ class _AdminHandlers(_BrokerState):
             return ErrorCode.INVALID_CONFIG, str(e)
         refusal = self._partition_refusal(partitions)
         if refusal is not None:
-            return POLICY_VIOLATION, refusal
+            return ErrorCode.POLICY_VIOLATION, refusal
         if validate_only:
             return ErrorCode.NONE, None
         try:

@@ -23,8 +23,6 @@ try:
 except ImportError:  # not POSIX: no descriptor limit to read
     resource = None  # type: ignore[assignment]
 
-#: Kafka's ``Errors.POLICY_VIOLATION``: a CreateTopics that breaks a broker limit.
-POLICY_VIOLATION = 44
 #: Descriptors a new partition takes (five measured for a fresh one, one more for its first roll).
 DESCRIPTORS_PER_PARTITION = 6
 #: Descriptors kept free for connections, segment rolls and the broker's own files: a tenth of

@@ -23,7 +23,7 @@ from ._convert import ConvertReport, convert_path, convert_segment
 from ._demo import SAMPLE_PARTITION, build_sample
 from ._groups import PartitionLag, consumer_group_lag, group_lag
 from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes, rebuild_path
-from ._salvage import SalvageReport, SkippedRegion, salvage_segment
+from ._salvage import RepairedBatch, SalvageReport, SkippedRegion, salvage_segment
 from ._summary import summarise
 from ._txn import TransactionTracker, TxnEnd
 from ._verify import total_log_bytes, verify_path
@@ -78,4 +78,5 @@ __all__ = [
     "total_log_bytes",
     "verify_path",
     "verify_segment",
+    "RepairedBatch",
 ]

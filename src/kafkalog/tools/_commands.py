@@ -192,6 +192,10 @@ def _run_salvage(tool: _Tool) -> None:
                 tool.print(f"  position {r.position}, {r.length} bytes: {r.reason}")
         else:
             tool.print("nothing skipped: every byte of the source is a valid batch")
+        if report.repaired:
+            tool.print(f"repaired {len(report.repaired)} batches (their offset field is outside the CRC):")
+            for r in report.repaired:
+                tool.print(f"  position {r.position}: offset {r.stored_offset} written as {r.offset}")
         if report.indexes is not None:
             i = report.indexes
             tool.print(

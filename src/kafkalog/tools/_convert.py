@@ -333,12 +333,12 @@ def convert_segment(
         fsync_dir(out_dir)
         done = True
     finally:
-        ticker.flush()
-        if not done:
+        if not done:  # the temporaries go first: a second Ctrl-C in the flush below leaves none
             with contextlib.suppress(Exception):
                 segment.close()
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
+        ticker.flush()
     return report
 
 

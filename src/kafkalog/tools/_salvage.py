@@ -183,13 +183,12 @@ def salvage_segment(
         sink = FileRecords.open(tmp, create=True)
         try:
             _copy(fr, sink, size, base, report, ticker, max_batch_size)
+            ticker.flush()
             sink.flush()
-        except BaseException:
+        except BaseException:  # Ctrl-C included: no half-written output is left
             sink.close()
             tmp.unlink(missing_ok=True)
             raise
-        finally:
-            ticker.flush()
         sink.close()
     os.replace(tmp, out)
     fsync_dir(out.parent)
