@@ -259,16 +259,15 @@ def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> N
     )
     if a.dry_run and (loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments):
         tool.print(
-            f"  opening would recover the log as a broker's load does (shown recovered in memory; nothing "
-            f"changed on disk): {loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted"
+            f"  opening would recover the log as a broker's load does (recovered in memory, nothing changed on "
+            f"disk): {loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted; "
+            f"{len(pending)} changes to the files in all (--json lists them)"
         )
     elif loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments:
         tool.print(
             f"  opening recovered the log as a broker's load would (indexes rebuilt from the log): "
             f"{loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted"
         )
-    if a.dry_run and pending:
-        tool.print(f"  a writable open would change {len(pending)} things on disk (--json lists them: pending_changes)")
     for message in warnings:
         tool.print(f"  warning: {message}")
     lag = " or the first segment within min.compaction.lag.ms" if config.min_compaction_lag_ms > 0 else ""
