@@ -42,6 +42,7 @@ from .checkpoint import (
     PartitionMetadataFile,
 )
 from .config import LogConfig
+from .durable import TMP_SUFFIX
 from .errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from .file_records import FileRecords
 from .filenames import (
@@ -56,7 +57,6 @@ from .filenames import (
     offset_from_file,
 )
 from .leader_epoch import LeaderEpochFileCache
-from .durable import TMP_SUFFIX
 from .logdir import remove_stray_tmp
 from .producer_state import ProducerStateManager
 from .record import MAGIC_V2

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from collections.abc import Callable
 from pathlib import Path
-from array import array
 from typing import NamedTuple
 
 from .config import LogConfig

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, SHARED_CORPUS
 
-from kafkalog import RecordBatchBuilder, ReadOnlyLogError
+from kafkalog import ReadOnlyLogError, RecordBatchBuilder
 from kafkalog.config import LogConfig
 from kafkalog.errors import KafkalogError, LogClosedError
 from kafkalog.log import CLEAN_SHUTDOWN_FILE, Log
