@@ -152,6 +152,7 @@ from .retention import (
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
+from .errors import ReadOnlyLogError
 
 __version__ = "0.1.0"
 
@@ -297,4 +298,5 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "TMP_SUFFIX",
     "TXN_INDEX_VERSION",
+    "ReadOnlyLogError",
 ]

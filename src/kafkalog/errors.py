@@ -27,6 +27,7 @@ __all__ = [
     "InvalidTxnStateError",
     "LogCleaningAbortedError",
     "ConversionError",
+    "ReadOnlyLogError",
 ]
 
 
@@ -155,3 +156,8 @@ class LogCleaningAbortedError(KafkalogError):
 class ConversionError(KafkalogError, ValueError):
     """A batch the target format cannot represent (headers or producer state to v0/v1, zstd
     below v2), or a conversion whose output would overwrite data."""
+
+
+class ReadOnlyLogError(LogClosedError):
+    """A change asked of a log opened read-only (``Log.open(..., read_only=True)``): appends,
+    rolls, flushes, truncation, retention deletes, cleaning and checkpoint writes are refused."""

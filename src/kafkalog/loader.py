@@ -43,6 +43,7 @@ from .checkpoint import (
     PartitionMetadataFile,
 )
 from .config import LogConfig
+from .durable import TMP_SUFFIX
 from .errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from .file_records import FileRecords
 from .filenames import (
@@ -95,27 +96,57 @@ def _offset_or_none(path: Path) -> int | None:
         return None
 
 
-def _files(directory: Path) -> list[Path]:
-    """The regular files of ``directory``, sorted by name (one listing)."""
+class _ReadOnlyView:
+    """A read-only load's picture of the directory: the files a writable load would delete
+    (``gone``) or rename (``renamed``: new name -> actual name), and ``changes`` describing them."""
+
+    def __init__(self, changes: list[str]) -> None:
+        self.changes = changes
+        self.gone: set[str] = set()
+        self.renamed: dict[str, str] = {}
+
+
+def _files(directory: Path, view: _ReadOnlyView | None = None) -> list[Path]:
+    """The regular files of ``directory``, sorted by name (one listing), as ``view`` sees them."""
     with os.scandir(directory) as entries:
-        names = sorted(e.name for e in entries if e.is_file())
-    return [directory / name for name in names]
+        names = {e.name for e in entries if e.is_file()}
+    if view is not None:
+        names = (names - view.gone) | set(view.renamed)
+    return [directory / name for name in sorted(names)]
+
+
+def _unlink(path: Path, view: _ReadOnlyView | None) -> None:
+    if view is None:
+        path.unlink(missing_ok=True)
+    else:
+        view.gone.add(path.name)
+        view.renamed.pop(path.name, None)
+        view.changes.append(f"would delete {path}")
+
+
+def _rename(path: Path, target: Path, view: _ReadOnlyView | None) -> None:
+    if view is None:
+        os.replace(path, target)
+    else:
+        view.gone.add(path.name)
+        view.renamed[target.name] = view.renamed.pop(path.name, path.name)
+        view.changes.append(f"would rename {path} to {target.name}")
 
 
 def _strip(name: str, suffix: str) -> str:
     return name[: -len(suffix)] if name.endswith(suffix) else name
 
 
-def _remove_temp_files_and_collect_swap_files(directory: Path) -> list[Path]:
+def _remove_temp_files_and_collect_swap_files(directory: Path, view: _ReadOnlyView | None = None) -> list[Path]:
     """Step 1 (Kafka's ``removeTempFilesAndCollectSwapFiles``)."""
     swap: list[Path] = []
     cleaned: list[Path] = []
     min_cleaned: int | None = None
-    for path in _files(directory):
+    for path in _files(directory, view):
         name = path.name
         if name.endswith(DELETED_SUFFIX):
             _log.info("deleting stray temporary file %s", path)
-            path.unlink(missing_ok=True)
+            _unlink(path, view)
         elif name.endswith(CLEANED_SUFFIX):
             offset = _offset_or_none(path)
             if offset is not None:
@@ -128,12 +159,12 @@ def _remove_temp_files_and_collect_swap_files(directory: Path) -> list[Path]:
         offset = _offset_or_none(path)
         if offset is None or (min_cleaned is not None and offset >= min_cleaned):
             _log.info("deleting invalid swap file %s (min cleaned offset %s)", path, min_cleaned)
-            path.unlink(missing_ok=True)
+            _unlink(path, view)
         else:
             valid.append(path)
     for path in cleaned:
         _log.info("deleting stray cleaned file %s", path)
-        path.unlink(missing_ok=True)
+        _unlink(path, view)
     return valid
 
 
@@ -149,37 +180,41 @@ def _next_offset_of(path: Path) -> int:
     return offset_from_file(path) if next_offset is None else next_offset
 
 
-def _complete_swaps(directory: Path, swap_files: list[Path]) -> None:
+def _complete_swaps(directory: Path, swap_files: list[Path], view: _ReadOnlyView | None = None) -> None:
     """Step 2 (Kafka's swap handling in ``LogLoader.load``)."""
     logs = [p for p in swap_files if _strip(p.name, SWAP_SUFFIX).endswith(LOG_SUFFIX)]
     if not logs:
         for path in swap_files:
             _log.info("renaming orphan swap file %s", path)
-            os.replace(path, path.with_name(_strip(path.name, SWAP_SUFFIX)))
+            _rename(path, path.with_name(_strip(path.name, SWAP_SUFFIX)), view)
         return
     lo = min(offset_from_file(p) for p in logs)
     hi = max(_next_offset_of(p) for p in logs)
     for path in logs:
         _log.info("found log file %s from an interrupted swap; recovering it by renaming", path)
-    for path in _files(directory):
+    for path in _files(directory, view):
         if path.name.endswith(SWAP_SUFFIX):
             continue
         offset = _offset_or_none(path)
         if offset is not None and lo <= offset < hi:
             _log.info("deleting segment file %s, compacted but not yet deleted", path)
-            path.unlink(missing_ok=True)
-    for path in _files(directory):
+            _unlink(path, view)
+    for path in _files(directory, view):
         if path.name.endswith(SWAP_SUFFIX):
-            os.replace(path, path.with_name(_strip(path.name, SWAP_SUFFIX)))
+            _rename(path, path.with_name(_strip(path.name, SWAP_SUFFIX)), view)
 
 
 def _open_segments(
-    directory: Path, config: LogConfig, clock: Callable[[], int], jitter: Callable[[], int]
+    directory: Path,
+    config: LogConfig,
+    clock: Callable[[], int],
+    jitter: Callable[[], int],
+    view: _ReadOnlyView | None = None,
 ) -> tuple[LogSegments, list[LogSegment]]:
     """Step 3 (Kafka's ``loadSegmentFiles``): the segments, and those whose indexes need rebuilding."""
     segments = LogSegments()
     broken: list[LogSegment] = []
-    files = _files(directory)
+    files = _files(directory, view)
     names = {path.name for path in files}
     for path in files:
         name = path.name
@@ -187,7 +222,7 @@ def _open_segments(
             offset = _offset_or_none(path)
             if offset is not None and log_file(directory, offset).name not in names:
                 _log.warning("found an orphaned index file %s with no log file; deleting it", path)
-                path.unlink(missing_ok=True)
+                _unlink(path, view)
             continue
         if not name.endswith(LOG_SUFFIX):
             continue
@@ -197,12 +232,21 @@ def _open_segments(
         stem = name[: -len(LOG_SUFFIX)]
         time_index_created = stem + TIME_INDEX_SUFFIX not in names
         offset_index_missing = stem + INDEX_SUFFIX not in names
-        segment = LogSegment.open(directory, base, config, roll_jitter_ms=jitter(), clock=clock)
+        if view is None:
+            segment = LogSegment.open(directory, base, config, roll_jitter_ms=jitter(), clock=clock)
+        else:  # a renamed .swap segment is read under its actual name
+            suffix = SWAP_SUFFIX if view.renamed.get(name, name) != name else ""
+            segment = LogSegment.open(
+                directory, base, config, suffix=suffix, roll_jitter_ms=jitter(), clock=clock, read_only=True
+            )
         try:
             if offset_index_missing:
                 raise KafkalogError("offset index file does not exist", file=str(segment.offset_index.path))
             if time_index_created:
                 # Kafka: a segment from before time indexes gets an empty one.
+                if view is not None:
+                    segment.indexes_in_memory(time_index_only=True)
+                    view.changes.append(f"would create the empty time index {segment.time_index.path}")
                 segment.time_index.resize(0)
             # Kafka 3.x checks only the transaction index here: the segments after the recovery
             # point are recovered anyway, and the others' indexes open lazily on first use
@@ -295,6 +339,7 @@ def load_log(
     leader_epoch_cache: LeaderEpochFileCache | None,
     clock: Callable[[], int],
     jitter: Callable[[], int] = lambda: 0,
+    changes: list[str] | None = None,
 ) -> LoadedLog:
     """Load (and if needed recover) the partition in ``directory``; see the module docstring.
 
@@ -308,15 +353,20 @@ def load_log(
         leader_epoch_cache: the partition's epoch cache; truncated to the log here.
         clock: epoch milliseconds.
         jitter: each segment's roll jitter.
+        changes: load read-only: create, delete, rename and write nothing, but decide as a
+            writable load would (recovered indexes and producer snapshots are kept in memory;
+            ``producer_state`` must have a :class:`~kafkalog.producer_state.SnapshotOverlay`)
+            and append to this list a line per change that load would have made.
 
     Raises:
         OSError: the directory could not be read or written.
     """
     directory = Path(directory)
     now_ms = clock()
-    swap_files = _remove_temp_files_and_collect_swap_files(directory)
-    _complete_swaps(directory, swap_files)
-    segments, broken = _open_segments(directory, config, clock, jitter)
+    view = None if changes is None else _ReadOnlyView(changes)
+    swap_files = _remove_temp_files_and_collect_swap_files(directory, view)
+    _complete_swaps(directory, swap_files, view)
+    segments, broken = _open_segments(directory, config, clock, jitter, view)
 
     recovered = truncated_total = deleted = 0
     recovery_state: ProducerStateManager | None = None
@@ -325,11 +375,19 @@ def load_log(
         nonlocal recovery_state
         if recovery_state is None:
             recovery_state = ProducerStateManager(
-                directory, producer_id_expiration_ms=producer_state.producer_id_expiration_ms
+                directory,
+                producer_id_expiration_ms=producer_state.producer_id_expiration_ms,
+                overlay=producer_state.overlay,
             )
-        return _recover_segment(
+        size = segment.size
+        truncated = _recover_segment(
             segment, segments, log_start_offset_checkpoint, recovery_state, leader_epoch_cache, now_ms
         )
+        if changes is not None:
+            changes.append(f"would rebuild the indexes of {segment.log.path}")
+            if truncated:
+                changes.append(f"would truncate {truncated} bytes of {segment.log.path} at position {size - truncated}")
+        return truncated
 
     for segment in broken:
         truncated_total += recover(segment)
@@ -368,7 +426,7 @@ def load_log(
                 continue
             for doomed in later:
                 segments.remove(doomed.base_offset)
-                doomed.delete_if_exists()
+                _delete_segment(doomed, changes)
             deleted += len(later)
             break
 
@@ -385,18 +443,24 @@ def load_log(
             )
             for segment in segments.values():
                 segments.remove(segment.base_offset)
-                segment.delete_if_exists()
+                _delete_segment(segment, changes)
                 deleted += 1
             log_end = None
     if segments.is_empty:
-        segments.add(LogSegment.open(directory, log_start_offset_checkpoint, config, roll_jitter_ms=jitter(), clock=clock))
+        if changes is None:
+            segment = LogSegment.open(directory, log_start_offset_checkpoint, config, roll_jitter_ms=jitter(), clock=clock)
+        else:
+            segment = LogSegment.empty_in_memory(directory, log_start_offset_checkpoint, config, clock=clock)
+            changes.append(f"would create the empty segment {log_file(directory, log_start_offset_checkpoint)}")
+        segments.add(segment)
         log_end = log_start_offset_checkpoint
     assert log_end is not None
     if had_clean_shutdown and recovered == 0:
         recovery_point = log_end
     else:
         recovery_point = min(recovery_point_checkpoint, log_end)
-    segments.last.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
+    if changes is None:  # (read-only: the active segment's indexes keep their length)
+        segments.last.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
 
     log_start = max(log_start_offset_checkpoint, segments.first.base_offset)  # type: ignore[union-attr]
     if leader_epoch_cache is not None:
@@ -418,6 +482,14 @@ def load_log(
     )
 
 
+def _delete_segment(segment: LogSegment, changes: list[str] | None) -> None:
+    if changes is None:
+        segment.delete_if_exists()
+    else:
+        changes.append(f"would delete segment {segment.log.path} and its indexes")
+        segment.close()
+
+
 def rebuild_leader_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], log_start_offset: int) -> None:
     """Recreate the epoch history from batch headers (after a corrupt checkpoint)."""
     entries = []
@@ -432,21 +504,50 @@ def rebuild_leader_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment
     cache.truncate_from_start(log_start_offset)
 
 
-def open_leader_epoch_cache(directory: Path) -> tuple[LeaderEpochFileCache, bool]:
+class _PendingEpochCheckpoint(LeaderEpochCheckpointFile):
+    """A read-only open's ``leader-epoch-checkpoint``: writes are kept in memory and noted."""
+
+    def __init__(self, path: Path, changes: list[str]) -> None:
+        super().__init__(path)
+        self._changes = changes
+        self._written: list | None = None
+
+    def read(self) -> list:
+        return super().read() if self._written is None else list(self._written)
+
+    def write(self, entries) -> None:  # type: ignore[override]
+        self._written = list(entries)
+        note = f"would rewrite {self.path}"
+        if note not in self._changes:
+            self._changes.append(note)
+
+
+def open_leader_epoch_cache(directory: Path, changes: list[str] | None = None) -> tuple[LeaderEpochFileCache, bool]:
     """The partition's leader-epoch cache from its ``leader-epoch-checkpoint``, and whether it
     must be rebuilt from the batches (:func:`rebuild_leader_epochs`): a corrupt checkpoint is
-    dropped rather than failing the load, as Kafka recreates it."""
-    epoch_file = LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT)
-    remove_stray_tmp(epoch_file.path)
+    dropped rather than failing the load, as Kafka recreates it. With ``changes`` (a read-only
+    open) nothing is written or deleted; the changes are noted there instead."""
+    path = directory / LEADER_EPOCH_CHECKPOINT
+    if changes is not None:
+        epoch_file: LeaderEpochCheckpointFile = _PendingEpochCheckpoint(path, changes)
+        if path.with_name(path.name + TMP_SUFFIX).exists():
+            changes.append(f"would delete {path}{TMP_SUFFIX}")
+    else:
+        epoch_file = LeaderEpochCheckpointFile(path)
+        remove_stray_tmp(epoch_file.path)
     try:
         return LeaderEpochFileCache(epoch_file), False
     except CorruptCheckpointError as e:
         _log.warning("rebuilding corrupt leader epoch checkpoint %s: %s", epoch_file.path, e)
-        epoch_file.path.unlink(missing_ok=True)
+        if changes is None:
+            epoch_file.path.unlink(missing_ok=True)
+        else:
+            changes.append(f"would delete the corrupt {path}")
+            epoch_file.write([])
         return LeaderEpochFileCache(epoch_file), True
 
 
-def check_partition_metadata(directory: Path, topic_id: str) -> None:
+def check_partition_metadata(directory: Path, topic_id: str, changes: list[str] | None = None) -> None:
     """Write ``partition.metadata`` with ``topic_id`` if it has none.
 
     Raises:
@@ -454,7 +555,10 @@ def check_partition_metadata(directory: Path, topic_id: str) -> None:
     """
     metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
     if not metadata.exists():
-        metadata.write(topic_id)
+        if changes is None:
+            metadata.write(topic_id)
+        else:
+            changes.append(f"would write {metadata.path} (topic id {topic_id})")
     elif metadata.read() != topic_id:
         raise InvalidConfigError(
             f"partition.metadata holds topic id {metadata.read()}, not {topic_id}", file=str(metadata.path)

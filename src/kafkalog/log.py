@@ -32,6 +32,7 @@ from .errors import (
     LogCleaningAbortedError,
     LogClosedError,
     OffsetOutOfRangeError,
+    ReadOnlyLogError,
     RecordTooLargeError,
 )
 from .file_records import FileRecords
@@ -63,7 +64,7 @@ from .log_append import (
 )
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
 from .producer_snapshot import sync_snapshot
-from .producer_state import AppendOrigin, LastRecord, ProducerStateManager
+from .producer_state import AppendOrigin, LastRecord, ProducerStateManager, SnapshotOverlay
 from .record import MAGIC_V2, RecordBatch
 from .records import MemoryRecords
 from .retention import RetentionPlan, plan_retention
@@ -120,6 +121,7 @@ class Log:
         clock: Callable[[], int] | None = None,
         topic_id: str | None = None,
         producer_id_expiration_ms: int | None = None,
+        read_only: bool = False,
     ) -> Log:
         """Open (creating if absent) the partition log in ``directory``.
 
@@ -129,6 +131,11 @@ class Log:
             clock: epoch milliseconds (tests inject one); the wall clock by default.
             topic_id: write ``partition.metadata`` with this topic id if it has none.
             producer_id_expiration_ms: Kafka's ``producer.id.expiration.ms`` (one day).
+            read_only: load and recover in memory exactly as a writable open would decide, but
+                create, lock, delete, rename and write nothing (the log must exist); what a
+                writable open would have changed is listed in :attr:`pending_changes`, and every
+                mutating method raises :class:`~kafkalog.errors.ReadOnlyLogError`. No ``.lock``
+                is created; an existing one is share-locked (see ``docs/storage.md``).
 
         Raises:
             InvalidConfigError: the directory name is not ``<topic>-<partition>``.
@@ -140,7 +147,10 @@ class Log:
         config = config or LogConfig()
         directory = Path(directory)
         topic, partition = parse_partition_dir(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        if read_only and not directory.is_dir():
+            raise ReadOnlyLogError("no such partition directory (a read-only open creates none)", file=str(directory))
+        if not read_only:
+            directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.topic, self.partition = topic, partition
         self.config = config
@@ -148,7 +158,8 @@ class Log:
         self._lock = threading.RLock()
         self._closed = False
         self._tp = (topic, partition)
-        self._logdir = LogDir.acquire(directory.parent, self._tp)
+        self._read_only = read_only
+        self._logdir = LogDir.open_read_only(directory.parent) if read_only else LogDir.acquire(directory.parent, self._tp)
         try:
             self._load(topic_id, producer_id_expiration_ms)
         except BaseException:
@@ -158,12 +169,15 @@ class Log:
 
     def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None) -> None:
         directory = self.directory
+        changes = self._logdir.changes if self._read_only else None
         clean = self._logdir.consume_clean_marker()
         recovery_point, log_start = self._logdir.read_offsets(self._tp)
         if topic_id is not None:
-            check_partition_metadata(directory, topic_id)
-        self.leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory)
-        kwargs = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
+            check_partition_metadata(directory, topic_id, changes)
+        self.leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory, changes)
+        kwargs: dict = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
+        if changes is not None:
+            kwargs["overlay"] = SnapshotOverlay(changes)
         self.producer_state = ProducerStateManager(directory, **kwargs)
         loaded = load_log(
             directory,
@@ -175,6 +189,7 @@ class Log:
             leader_epoch_cache=self.leader_epoch_cache,
             clock=self._clock,
             jitter=lambda: roll_jitter(self.config),
+            changes=changes,
         )
         self._segments = loaded.segments
         self._scheduler = Scheduler(f"kafkalog-{directory.name}")
@@ -259,6 +274,22 @@ class Log:
         return self._closed
 
     @property
+    def read_only(self) -> bool:
+        """Opened with ``read_only=True``: nothing on disk changes through this log."""
+        return self._read_only
+
+    @property
+    def pending_changes(self) -> list[str]:
+        """What a writable open of the directory would have changed on disk, one line each
+        ("would truncate ...", "would rebuild the indexes of ...", "would write producer
+        snapshot ...", "would rewrite ..."); empty for a writable log (it made them)."""
+        return list(self._logdir.changes) if self._read_only else []
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyLogError("the log was opened read-only", file=str(self.directory))
+
+    @property
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
 
@@ -334,6 +365,7 @@ class Log:
             return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
             self._check_open()
+            self._check_writable()
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
 
     def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -449,6 +481,7 @@ class Log:
         """Start a new active segment at the log end offset and return it."""
         with self._lock:
             self._check_open()
+            self._check_writable()
             return self._roll(None)
 
     def _roll(self, expected_next_offset: int | None) -> LogSegment:
@@ -484,6 +517,7 @@ class Log:
         Raises:
             OSError: an fsync failed; the recovery point does not move.
         """
+        self._check_writable()
         with self._lock:
             if self._closed:
                 return
@@ -580,6 +614,7 @@ class Log:
             raise ValueError(f"cannot truncate partition {self.topic}-{self.partition} to a negative offset ({offset})")
         with self._lock:
             self._check_open()
+            self._check_writable()
             if offset >= self._end.offset:
                 # Kafka: the epoch cache may hold an entry past the end all the same.
                 self.leader_epoch_cache.truncate_from_end(self._end.offset)
@@ -619,6 +654,7 @@ class Log:
             raise ValueError(f"cannot start partition {self.topic}-{self.partition} at a negative offset ({offset})")
         with self._lock:
             self._check_open()
+            self._check_writable()
             self._truncate_fully(offset, offset)
 
     def _truncate_fully(self, offset: int, log_start: int) -> None:
@@ -653,6 +689,7 @@ class Log:
         """
         with self._lock:
             self._check_open()
+            self._check_writable()
             if before_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot increment the log start offset to {before_offset} of partition "
@@ -699,6 +736,7 @@ class Log:
             plan = self.plan_retention(now_ms)
             if dry_run or not plan.deletions:
                 return plan
+            self._check_writable()
             doomed = [self._segments.get(d.base_offset) for d in plan.deletions]
             if plan.needs_roll:
                 new = self._roll(None)
@@ -735,6 +773,7 @@ class Log:
 
     def checkpoint_cleaner_offset(self, offset: int | None) -> None:
         """Record the first dirty offset in ``cleaner-offset-checkpoint`` (None removes it)."""
+        self._check_writable()
         self._logdir.write_offset(self._logdir.cleaner_offsets, self._tp, offset)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
@@ -752,6 +791,7 @@ class Log:
         """A new, empty segment whose files end in ``.cleaned`` (Kafka's
         ``createNewCleanedSegment``); stale ``.cleaned`` files of that offset go first."""
         self._check_open()
+        self._check_writable()
         return self._local.create_cleaned_segment(base_offset)
 
     def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment], *, truncations: int) -> None:
@@ -762,6 +802,7 @@ class Log:
             LogCleaningAbortedError: the log was truncated since ``truncations`` was read, or
                 an old segment is no longer in the log (retention, closing); nothing changed.
         """
+        self._check_writable()
         with self._lock:
             if self._closed:
                 raise LogCleaningAbortedError("the log was closed during cleaning", file=str(self.directory))
@@ -786,6 +827,9 @@ class Log:
         # Pending background work (the flush after a roll takes the log's lock) runs first,
         # outside the lock; anything scheduled from now on runs at once.
         self._scheduler.shutdown()
+        if self._read_only:
+            self._close_read_only()
+            return
         with self._lock:
             if self._closed:
                 return
@@ -806,8 +850,20 @@ class Log:
                 self._local.close()
                 self._logdir.release(self._tp, self.directory.name, clean)
 
+    def _close_read_only(self) -> None:
+        """Close every file, writing nothing (no flush, snapshot, checkpoint or marker)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._segments.close()
+            finally:
+                self._logdir.release(self._tp, self.directory.name, clean=False)
+
     def delete(self) -> None:
         """Close the log and delete its directory and checkpoint entries."""
+        self._check_writable()
         self._scheduler.shutdown()
         with self._lock:
             if not self._closed:

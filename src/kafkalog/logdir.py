@@ -25,7 +25,7 @@ from .checkpoint import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from .durable import TMP_SUFFIX, fsync_dir, lock_directory
+from .durable import LOCK_FILE, TMP_SUFFIX, fsync_dir, lock_directory
 from .errors import CorruptCheckpointError, KafkalogError
 from .filenames import PARTITION_DIR
 
@@ -35,6 +35,24 @@ _log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 #: What the marker holds (Kafka 3.7+ writes the broker epoch; -1: none).
 CLEAN_SHUTDOWN_CONTENT = b'{"version":0,"brokerEpoch":-1}'
+
+
+def _share_lock(lock: Path) -> int:
+    """Open the existing ``lock`` read-only and take a shared, non-blocking ``flock`` on it."""
+    fd = os.open(lock, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except ImportError:  # not POSIX: no cross-process protection
+        pass
+    except OSError:
+        os.close(fd)
+        raise KafkalogError(
+            "the log directory is in use by another process (its .lock file is held for writing)",
+            file=str(lock.parent),
+        ) from None
+    return fd
 
 
 def remove_stray_tmp(path: Path) -> None:
@@ -58,6 +76,8 @@ class LogDir:
         self.open_logs: set[tuple[str, int]] = set()
         self.recovered: set[str] = set()  # partition directory names opened by this process
         self._lock_fd: int | None = None
+        self.read_only = False  # see open_read_only
+        self.changes: list[str] = []  # what a writable open would have changed (read-only)
         self.unclean = False
         marker = path / CLEAN_SHUTDOWN_FILE
         self.clean_at_start = marker.exists()
@@ -84,6 +104,31 @@ class LogDir:
             state.open_logs.add(tp)
             return state
 
+    @classmethod
+    def open_read_only(cls, path: Path) -> LogDir:
+        """The state of log directory ``path`` for one read-only open: not shared, creating,
+        deleting and writing nothing. If ``.lock`` exists it is opened read-only and share-locked
+        (``flock(LOCK_SH)``), so the open fails while a kafkalog writer in another process holds
+        the directory and a writer cannot start meanwhile; a writer in this process is not
+        waited for (its logs read as a second process's would). No ``.lock``: no lock.
+
+        Raises:
+            KafkalogError: another process holds the directory for writing.
+        """
+        key = os.path.realpath(path)
+        state = cls(Path(key))
+        state.read_only = True
+        lock = state.path / LOCK_FILE
+        with cls._registry_lock:
+            in_process = key in cls._registry
+        if not in_process and lock.exists():
+            state._lock_fd = _share_lock(lock)
+        for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
+            tmp = file.path.with_name(file.path.name + TMP_SUFFIX)
+            if tmp.exists():
+                state.changes.append(f"would delete {tmp}")
+        return state
+
     def _take_lock_file(self) -> None:
         self._lock_fd = lock_directory(
             self.path, "the log directory is in use by another process (its .lock file is held)"
@@ -93,6 +138,10 @@ class LogDir:
         """Whether this directory was shut down cleanly; the marker goes (durably) the first
         time, so that a crash from now on is never mistaken for a clean shutdown."""
         marker = self.path / CLEAN_SHUTDOWN_FILE
+        if self.read_only:
+            if marker.exists():
+                self.changes.append(f"would delete the clean-shutdown marker {marker}")
+            return self.clean_at_start
         with self.lock:
             if marker.exists():
                 marker.unlink()
@@ -133,11 +182,19 @@ class LogDir:
                 return
             else:
                 entries[tp] = offset
+            if self.read_only:
+                self.changes.append(f"would rewrite {file.path}: {tp[0]}-{tp[1]} {'removed' if offset is None else offset}")
+                return
             file.write(entries)
 
     def release(self, tp: tuple[str, int], directory_name: str, clean: bool) -> None:
         """``tp`` (in partition directory ``directory_name``) is closed, ``clean``ly or not; the
         last release writes the clean-shutdown marker when it may and frees the ``.lock``."""
+        if self.read_only:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the shared flock
+                self._lock_fd = None
+            return
         with self._registry_lock:
             self.open_logs.discard(tp)
             if clean:

@@ -317,6 +317,18 @@ class ProducerStateUpdate(NamedTuple):
 # -- the manager ----------------------------------------------------------------------------------
 
 
+class SnapshotOverlay:
+    """The snapshot files as a read-only open sees them: snapshots it would write are kept in
+    memory (encoded, so they reload exactly as the file would), those it would delete are
+    hidden, and each such change is described in ``changes``. Shared by the managers of one
+    open (the loader's recovery manager writes snapshots the partition's manager then lists)."""
+
+    def __init__(self, changes: list[str]) -> None:
+        self.written: dict[int, bytes] = {}
+        self.deleted: set[int] = set()
+        self.changes = changes
+
+
 class ProducerStateManager:
     """The producer state of one partition and its snapshot files (Kafka's ``ProducerStateManager``).
 
@@ -342,6 +354,7 @@ class ProducerStateManager:
         directory: str | os.PathLike,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        overlay: SnapshotOverlay | None = None,
     ) -> None:
         if producer_id_expiration_ms < 1:
             raise InvalidConfigError(f"producer.id.expiration.ms must be at least 1, not {producer_id_expiration_ms}")
@@ -354,7 +367,13 @@ class ProducerStateManager:
         self._ongoing_offsets: list[int] = []
         self._last_map_offset = 0
         self._last_snap_offset = 0
+        self._overlay = overlay  # read-only: no snapshot file is written or deleted
         self._snapshots: dict[int, Path] = self._list_snapshots()
+
+    @property
+    def overlay(self) -> SnapshotOverlay | None:
+        """The in-memory snapshot files of a read-only open (None: the real files)."""
+        return self._overlay
 
     @property
     def directory(self) -> Path:
@@ -560,7 +579,10 @@ class ProducerStateManager:
         for path in self._dir.iterdir():
             name = path.name
             if name.endswith(SNAPSHOT_SUFFIX + TMP_SUFFIX) and path.is_file():
-                path.unlink(missing_ok=True)  # an interrupted write_snapshot
+                if self._overlay is None:
+                    path.unlink(missing_ok=True)  # an interrupted write_snapshot
+                elif f"would delete {path}" not in self._overlay.changes:
+                    self._overlay.changes.append(f"would delete {path}")
                 continue
             if not name.endswith(SNAPSHOT_SUFFIX) or not path.is_file():
                 continue
@@ -569,6 +591,11 @@ class ProducerStateManager:
                 _log.warning("ignoring %s: a snapshot file is named after its offset", path)
                 continue
             found[int(prefix)] = path
+        if self._overlay is not None:
+            for offset in self._overlay.deleted:
+                found.pop(offset, None)
+            for offset in self._overlay.written:
+                found[offset] = snapshot_file(self._dir, offset)
         return dict(sorted(found.items()))
 
     def snapshot_offsets(self) -> list[int]:
@@ -603,7 +630,13 @@ class ProducerStateManager:
         if offset <= self._last_snap_offset:
             return None
         path = snapshot_file(self._dir, offset)
-        write_snapshot(path, self.snapshot_entries(), sync=sync)
+        if self._overlay is not None:
+            self._overlay.written[offset] = encode_snapshot(self.snapshot_entries())
+            self._overlay.deleted.discard(offset)
+            if f"would write producer snapshot {path}" not in self._overlay.changes:
+                self._overlay.changes.append(f"would write producer snapshot {path}")
+        else:
+            write_snapshot(path, self.snapshot_entries(), sync=sync)
         self._snapshots[offset] = path
         self._last_snap_offset = offset
         return path
@@ -615,7 +648,11 @@ class ProducerStateManager:
 
     def _remove_and_delete_snapshot(self, offset: int) -> None:
         path = self._snapshots.pop(offset, None)
-        if path is not None:
+        if path is not None and self._overlay is not None:
+            if self._overlay.written.pop(offset, None) is None:
+                self._overlay.changes.append(f"would delete producer snapshot {path}")
+            self._overlay.deleted.add(offset)
+        elif path is not None:
             path.unlink(missing_ok=True)
 
     def delete_snapshots_before(self, offset: int) -> None:
@@ -659,7 +696,8 @@ class ProducerStateManager:
             offset = max(self._snapshots)
             path = self._snapshots[offset]
             try:
-                entries = read_snapshot(path)
+                written = None if self._overlay is None else self._overlay.written.get(offset)
+                entries = read_snapshot(path) if written is None else decode_snapshot(written, file=str(path))
             except CorruptCheckpointError as e:
                 _log.warning("failed to load producer snapshot from %s: %s", path, e)
                 self._remove_and_delete_snapshot(offset)

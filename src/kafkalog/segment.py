@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -38,9 +39,88 @@ from .leader_epoch import LeaderEpochFileCache
 from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .records import MemoryRecords
-from .txn_index import AbortedTxn, TransactionIndex
+from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 
 _INT32_MAX = 2**31 - 1
+
+
+# -- indexes held in memory (a read-only open recovers into these; no file is created) ----------
+
+
+class _MemoryIndex:
+    """An offset or time index built in memory: preallocated like a new file, resized and
+    trimmed in memory, never written (mixed in before :class:`OffsetIndex`/:class:`TimeIndex`)."""
+
+    def _open_locked(self) -> None:
+        n = self.max_index_size // self.entry_size  # type: ignore[attr-defined]
+        self._set_buffer(bytearray(n * self.entry_size))  # type: ignore[attr-defined]
+        self._plain = os.environ.get("KAFKALOG_INDEX_SEARCH", "").strip().lower() == "plain"
+        self._truncate_to_entries(0)  # type: ignore[attr-defined]
+        self._opened = True
+
+    def _set_buffer(self, data: bytearray) -> None:
+        n = len(data) // self.entry_size  # type: ignore[attr-defined]
+        self._copy = data  # read through _raw, searched through _key_cache: no map (_mm) needed
+        self._length = n * self.entry_size  # type: ignore[attr-defined]
+        self._keys = None
+        self._capacity = n
+
+    def _key_cache(self) -> array:
+        if self._keys is None:
+            keys = (self._key(slot) for slot in range(self._entries))  # type: ignore[attr-defined]
+            self._keys = array(self._CACHE_TYPECODE, keys)  # type: ignore[attr-defined]
+        return self._keys
+
+    def resize(self, new_size: int) -> bool:
+        self._ensure()  # type: ignore[attr-defined]
+        size = self.entry_size  # type: ignore[attr-defined]
+        rounded = max(new_size // size, self._entries) * size  # type: ignore[attr-defined]
+        if rounded == self._length:
+            return False
+        data = bytearray(rounded)
+        keep = min(rounded, self._length)
+        data[:keep] = self._copy[:keep]
+        self._set_buffer(data)
+        return True
+
+
+class _MemoryOffsetIndex(_MemoryIndex, OffsetIndex):
+    pass
+
+
+class _MemoryTimeIndex(_MemoryIndex, TimeIndex):
+    pass
+
+
+class _MemoryTxnIndex(TransactionIndex):
+    """A transaction index built in memory (a read-only recovery's)."""
+
+    def __init__(self, path: str | os.PathLike, start_offset: int) -> None:
+        super().__init__(path, start_offset, writable=False)
+        self._data = bytearray()
+        self._last_offset = -1
+
+    def _read_all(self) -> bytes:
+        return bytes(self._data)
+
+    def append(self, txn: AbortedTxn) -> None:
+        if self._last_offset is not None and self._last_offset >= 0 and txn.last_offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"the last offset of appended transactions must increase sequentially, but {txn.last_offset} "
+                f"is not greater than current last offset {self._last_offset} of index",
+                file=str(self.path),
+            )
+        self._data += TXN_INDEX_ENTRY.pack(TXN_INDEX_VERSION, *txn)
+        self._last_offset = txn.last_offset
+
+    def truncate_to(self, offset: int) -> None:
+        entries = [t for t in self.all_aborted_txns() if t.last_offset < offset]
+        del self._data[len(entries) * self.ENTRY_SIZE :]
+        self._last_offset = entries[-1].last_offset if entries else -1
+
+    def reset(self) -> None:
+        self._data = bytearray()
+        self._last_offset = -1
 
 
 class LogOffsetPosition(NamedTuple):
@@ -162,6 +242,25 @@ class LogSegment:
                 segment.delete_if_exists()  # nothing of a segment that could not be created stays
                 raise
         return segment
+
+    @classmethod
+    def empty_in_memory(
+        cls, directory: str | os.PathLike, base_offset: int, config: LogConfig, *, clock: Callable[[], int] | None = None
+    ) -> LogSegment:
+        """Read-only: the empty segment a writable open would create for an empty log, with no
+        file (its log reads the null device, its indexes live in memory)."""
+        directory = Path(directory)
+        max_index = config.segment_index_bytes
+        return cls(
+            FileRecords.open(os.devnull),
+            _MemoryOffsetIndex(offset_index_file(directory, base_offset), base_offset, max_index, writable=False),
+            _MemoryTimeIndex(time_index_file(directory, base_offset), base_offset, max_index, writable=False),
+            _MemoryTxnIndex(txn_index_file(directory, base_offset), base_offset),
+            base_offset,
+            config,
+            clock=clock,
+            read_only=True,
+        )
 
     # -- facts -------------------------------------------------------------------------------------
 
@@ -411,9 +510,12 @@ class LogSegment:
             The number of bytes truncated.
 
         """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
+        if self.read_only:
+            self.indexes_in_memory()
+        else:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self.txn_index.reset()
         self._max_loaded = False
         ongoing = {} if ongoing_txns is None else ongoing_txns
         valid_bytes = 0
@@ -456,7 +558,10 @@ class LogSegment:
             if log is not self.log:
                 log.close()
         truncated = self.log.size_in_bytes - valid_bytes
-        self.log.truncate_to(valid_bytes)
+        if self.read_only:
+            self._cut_in_memory(valid_bytes)
+        else:
+            self.log.truncate_to(valid_bytes)
         self.offset_index.trim_to_valid_size()
         # A normally closed segment always ends with an entry for the largest timestamp.
         self.time_index.maybe_append(
@@ -466,6 +571,26 @@ class LogSegment:
         # Kafka's recover leaves the bytes-since-last-entry count alone (0 on a freshly opened
         # segment), so appends after recovery count from zero again.
         return truncated
+
+    def indexes_in_memory(self, *, time_index_only: bool = False) -> None:
+        """Read-only: give the segment empty indexes built in memory (what recovery rebuilds, or
+        the empty time index a segment without one gets), leaving the files untouched."""
+        directory, base, max_index = Path(self.log.path).parent, self.base_offset, self.config.segment_index_bytes
+        suffix = Path(self.log.path).name[len(Path(log_file(directory, base)).name) :]
+        self.time_index.close()
+        self.time_index = _MemoryTimeIndex(time_index_file(directory, base, suffix), base, max_index, writable=False)
+        if time_index_only:
+            return
+        self.offset_index.close()
+        self.txn_index.close()
+        self.offset_index = _MemoryOffsetIndex(offset_index_file(directory, base, suffix), base, max_index, writable=False)
+        self.txn_index = _MemoryTxnIndex(txn_index_file(directory, base, suffix), base)
+
+    def _cut_in_memory(self, valid_bytes: int) -> None:
+        """Read-only: end the segment at ``valid_bytes`` without truncating the file."""
+        old = self.log
+        self.log = FileRecords.open(old.path, end=valid_bytes)
+        old.close()
 
     def _update_producer_state(self, batch: RecordBatch, producer_state: ProducerStateManager) -> None:
         """Kafka's ``LogSegment.updateProducerState``."""

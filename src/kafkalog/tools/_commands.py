@@ -298,10 +298,12 @@ def _retention_one(tool: _Tool, directory: Path, settings: TopicSettings, now: i
     config = settings.config
     offline = plan_partition_retention(directory, config, now)  # what the files say, read-only
     plan = offline.plan
-    if not a.dry_run and plan.deletions:
-        log = Log.open(directory, config)
+    if plan.deletions:
+        # What the log decides after loading it as a broker would (recovery may cut segments);
+        # a dry run loads it read-only, changing nothing on disk.
+        log = Log.open(directory, config, read_only=a.dry_run)
         try:
-            plan = log.delete_old_segments(now_ms=now)
+            plan = log.delete_old_segments(now_ms=now, dry_run=a.dry_run)
         finally:
             log.close()  # runs the delayed file deletions now
     doomed = {d.base_offset: d for d in plan.deletions}

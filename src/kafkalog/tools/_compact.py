@@ -16,11 +16,9 @@ from .. import (
     LogToClean,
     cleanable_offsets,
 )
-from ..errors import KafkalogError
 from ._commands import _config_from
 from ._progress import _ProgressBar
 from ._tool import _now_ms, _partitions_at, _table, _Tool, _ts
-from ._verify import total_log_bytes, verify_path
 
 # ------------------------------------------------------------------------------------------------
 # compact: LogCleaner.clean over a partition directory (or each of a log directory)
@@ -194,38 +192,16 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     tool.guarded(run)
 
 
-def _refuse_changing_load(tool: _Tool, directory: Path) -> None:
-    """For a dry run: fail when opening the log would change its segments -- recovery truncating
-    damaged or torn data, or the load finishing (or discarding) an interrupted cleaner swap. The
-    check is read-only (:func:`verify_path`)."""
-    bar = tool.progress(total_log_bytes(directory), "compact check")
-    try:
-        report = verify_path(directory, progress=bar)
-    finally:
-        bar.close()
-    damaged = [s for s in report.segments if s.valid_bytes < s.size]
-    leftovers = [p for p in report.problems if p.kind == "leftover-file"]
-    if not damaged and not leftovers:
-        return
-    what = [f"truncate {s.size - s.valid_bytes} of the {s.size} bytes of {Path(s.path).name}" for s in damaged]
-    what += [f"finish or discard {Path(p.path).name}" for p in leftovers]
-    hint = "; kafkalog verify says what is damaged, kafkalog salvage copies out the valid batches" if damaged else ""
-    raise KafkalogError(
-        f"a dry run changes no segment, but opening this log would, as a broker's load does: {', '.join(what)}"
-        f"{hint}; compact without --dry-run recovers the log first",
-        file=str(directory),
-    )
-
-
 def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
     a = tool.args
-    if a.dry_run:
-        _refuse_changing_load(tool, directory)
     bars = _CleanerBars(tool)
     cleaner = LogCleaner(dedupe_buffer_size=a.dedupe_buffer_size, clock=lambda: now, progress=bars)
     with _LibraryWarnings() as warnings:
-        log = Log.open(directory, config)  # the lock, and recovery if unclean, as a broker's load
+        # The lock, and recovery if unclean, as a broker's load; a dry run recovers in memory
+        # and changes nothing on disk (it lists what the load would change instead).
+        log = Log.open(directory, config, read_only=a.dry_run)
     try:
+        pending = log.pending_changes
         loaded = log.load_stats
         if a.roll and log.active_segment.size > 0:
             log.roll()
@@ -258,6 +234,7 @@ def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> N
             "first_dirty_offset": ltc.first_dirty_offset,
             "first_uncleanable_offset": ltc.first_uncleanable_offset,
             "recovery": recovery,
+            "pending_changes": pending,
             "warnings": warnings,
             "cleaned": stats is not None,
             "complete": complete,
@@ -280,7 +257,13 @@ def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> N
         f"delete.retention.ms={config.delete_retention_ms} min.compaction.lag.ms={config.min_compaction_lag_ms}; "
         f"now={now} ({_ts(now)})"
     )
-    if loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments:
+    if a.dry_run and (loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments):
+        tool.print(
+            f"  opening would recover the log as a broker's load does (recovered in memory, nothing changed on "
+            f"disk): {loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted; "
+            f"{len(pending)} changes to the files in all (--json lists them)"
+        )
+    elif loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments:
         tool.print(
             f"  opening recovered the log as a broker's load would (indexes rebuilt from the log): "
             f"{loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted"
