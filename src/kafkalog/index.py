@@ -466,11 +466,15 @@ class _Index(Generic[_Entry]):
             raise InvalidOffsetError(
                 f"attempt to append to a full index (size = {self._entries})", file=str(self._path)
             )
-        # pwrite, not a store through the map: see the module docstring (full disk -> SIGBUS).
-        pwrite_all(self._writable_fd(), self._ENTRY_STRUCT.pack(*row), self._entries * self.entry_size)
+        self._store(self._ENTRY_STRUCT.pack(*row), self._entries * self.entry_size)
         self._entries += 1
         if self._keys is not None:
             self._keys.append(row[0])  # the key is the first column of both layouts
+
+    def _store(self, entry: bytes, position: int) -> None:
+        """Write one entry at byte ``position`` of the file. With pwrite, not a store through
+        the map: see the module docstring (full disk -> SIGBUS)."""
+        pwrite_all(self._writable_fd(), entry, position)
 
     def _plain_search(self, target: int, st: struct.Struct, at: int) -> int:
         """Largest slot whose column value is <= target, or -1: Kafka's search, warm tail first."""

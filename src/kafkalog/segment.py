@@ -71,6 +71,9 @@ class _MemoryIndex:
             self._keys = array(self._CACHE_TYPECODE, keys)  # type: ignore[attr-defined]
         return self._keys
 
+    def _store(self, entry: bytes, position: int) -> None:
+        self._copy[position : position + len(entry)] = entry
+
     def resize(self, new_size: int) -> bool:
         self._ensure()  # type: ignore[attr-defined]
         size = self.entry_size  # type: ignore[attr-defined]

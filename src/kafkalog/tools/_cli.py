@@ -328,8 +328,8 @@ def _add_tool_commands(sub) -> None:
     compact.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
     compact.add_argument(
         "--dry-run", action="store_true",
-        help="decide and count everything in one pass; write no segment and no cleaner checkpoint (a log whose "
-        "opening would change a segment, by recovery or an interrupted swap, is refused)",
+        help="decide and count everything in one pass; change nothing on disk (the log is opened read-only and "
+        "recovered in memory if needed; --json lists what a real run's load would change)",
     )  # fmt: skip
     compact.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. delete.retention.ms=0 (repeatable)")
     compact.add_argument(
