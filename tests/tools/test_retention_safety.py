@@ -138,3 +138,23 @@ def test_config_overrides_the_metadata_log_and_a_path_can_be_given(tmp_path: Pat
     rc, out, _ = run(logdir / "orders-0", "--dry-run", "--now", NOW, "--metadata-log", moved,
                      "--config", "cleanup.policy=delete")
     assert "refused: topic orders is compacted" in out and "would delete" not in out
+
+
+def test_compact_reads_the_recorded_settings_too(tmp_path: Path) -> None:
+    """``kafkalog compact`` resolves a topic's settings as retention does: the metadata log's
+    ConfigRecords, then compaction itself (the command implies it), then ``--config``."""
+    logdir = kraft_log_dir(tmp_path)
+    meta = logdir / "__cluster_metadata-0"
+    write_batch(meta / "00000000000000000005.log", 5, [(None, metadata_value(
+        4, {"resourceType": 2, "resourceName": "orders", "name": "delete.retention.ms", "value": "5000"}))], OLD)
+    before = {p.name: checksums(p) for p in logdir.iterdir()}
+    out, err = io.StringIO(), io.StringIO()
+    args = ["compact", str(logdir / "orders-0"), "--dry-run", "--json", "--now-ms", str(NOW),
+            "--config", "min.compaction.lag.ms=7"]
+    assert (cli.main(args, stdout=out, stderr=err), err.getvalue()) == (0, "")
+    settings = json.loads(out.getvalue())["settings"]
+    meta_log = meta / "00000000000000000005.log"
+    assert settings["delete.retention.ms"] == {"value": "5000", "source": f"metadata log {meta_log} offset 5"}
+    assert settings["cleanup.policy"] == {"value": "compact", "source": "the compact command"}
+    assert settings["min.compaction.lag.ms"] == {"value": "7", "source": "--config"}
+    assert {p.name: checksums(p) for p in logdir.iterdir()} == before  # a dry run changes nothing

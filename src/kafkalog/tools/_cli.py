@@ -336,6 +336,11 @@ def _add_tool_commands(sub) -> None:
         "--now-ms", "--now", dest="now", type=int, default=None, metavar="MS",
         help="the cleaner's clock in epoch milliseconds, for delete horizons and compaction lags (default: the clock)",
     )  # fmt: skip
+    compact.add_argument(
+        "--metadata-log", metavar="PATH",
+        help="the KRaft metadata log (__cluster_metadata-0 directory) to read topic configs from "
+        "(default: the one beside the partitions, if any)",
+    )
     compact.add_argument("--keys", type=_interval, default=0, metavar="N", help="count removals per key and list the N keys with the most")
     compact.add_argument("--roll", action="store_true", help="roll the active segment first, so all of the log is cleanable")
     compact.add_argument(

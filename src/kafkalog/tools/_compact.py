@@ -16,9 +16,10 @@ from .. import (
     LogToClean,
     cleanable_offsets,
 )
-from ._commands import _config_from
+from ._commands import _cli_properties, _config_from
 from ._progress import _ProgressBar
 from ._tool import _now_ms, _partitions_at, _table, _Tool, _ts
+from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
 
 # ------------------------------------------------------------------------------------------------
 # compact: LogCleaner.clean over a partition directory (or each of a log directory)
@@ -181,19 +182,40 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     a = tool.args
     if a.roll and a.dry_run:
         parser.error("--roll changes the log (it starts a new active segment); it cannot be used with --dry-run")
-    config = _compact_config(tool, parser)
+    _compact_config(tool, parser)  # --config itself checked up front (a usage error)
+    cli = _cli_properties(tool, parser)
     now = _now_ms(a.now)
 
     def run() -> None:
         not_a_dir = "compact takes a partition directory or a log directory, not a file"
+        metadata_logs: dict[Path, MetadataConfigs] = {}
         for directory in _partitions_at(a.path, not_a_dir=not_a_dir):
-            tool.guarded(lambda directory=directory: _compact_one(tool, directory, config, now))
+            def one(directory: Path = directory) -> None:
+                # The topic's recorded settings (KRaft ConfigRecords, the internal topics'
+                # creation settings), then compaction itself, then --config: as retention reads them.
+                where = find_metadata_log(directory, a.metadata_log)
+                if where is not None and where not in metadata_logs:
+                    metadata_logs[where] = MetadataConfigs(where)
+                # (allow_compacted: the guard keeps retention from deleting; compaction deletes
+                # nothing by age or size, so --config's policy stands as given.)
+                settings = resolve(
+                    directory, cli, metadata=metadata_logs.get(where) if where else None,
+                    implied=_COMPACT_IMPLIED, allow_compacted=True,
+                )
+                _compact_one(tool, directory, settings, now)
+
+            tool.guarded(one)
 
     tool.guarded(run)
 
 
-def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> None:
+#: What the command itself implies: compacting is what was asked.
+_COMPACT_IMPLIED = {"cleanup.policy": ("compact", "the compact command")}
+
+
+def _compact_one(tool: _Tool, directory: Path, settings: TopicSettings, now: int) -> None:
     a = tool.args
+    config = settings.config
     bars = _CleanerBars(tool)
     cleaner = LogCleaner(dedupe_buffer_size=a.dedupe_buffer_size, clock=lambda: now, progress=bars)
     with _LibraryWarnings() as warnings:
@@ -235,6 +257,7 @@ def _compact_one(tool: _Tool, directory: Path, config: LogConfig, now: int) -> N
             "first_uncleanable_offset": ltc.first_uncleanable_offset,
             "recovery": recovery,
             "pending_changes": pending,
+            "settings": settings.to_dict(),
             "warnings": warnings,
             "cleaned": stats is not None,
             "complete": complete,
