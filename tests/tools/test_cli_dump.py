@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 from conftest import DATA, SHARED_CORPUS
 
-import kafkalog.__main__ as kafkalog_main
 from kafkalog import ControlRecordType, FileRecords, RecordBatchBuilder
 from kafkalog import crc as kcrc
 from kafkalog import tools as cli
 from kafkalog.__main__ import main as entry_point
-from kafkalog.tools import _jvm
+from kafkalog.tools import _cli, _jvm
 
 CORPUS = DATA / "kafka-3.8"
 SEGMENTS = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
@@ -939,6 +938,6 @@ def test_python_dash_m_dispatch(capsys: pytest.CaptureFixture[str], monkeypatch:
     assert entry_point(["dump", "--files", str(log)]) == 0
     assert capsys.readouterr().out.startswith(f"Dumping {log}\nLog starting offset: 0\nbaseOffset: 0 ")
     summarised = []
-    monkeypatch.setattr(kafkalog_main, "summarise", lambda path: summarised.append(path) or True)
+    monkeypatch.setattr(_cli, "summarise", lambda path, out=None: summarised.append(path) or True)
     assert entry_point([str(log)]) == 0
     assert summarised == [str(log)]

@@ -10,8 +10,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap, __version__
-from ._commands import _run_convert, _run_rebuild, _run_retention, _run_salvage, _run_stat, _run_verify
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE, KafkalogError, OffsetMap, __version__
+from ._commands import (
+    _run_convert,
+    _run_rebuild,
+    _run_retention,
+    _run_salvage,
+    _run_stat,
+    _run_verify,
+)
 from ._compact import _run_compact
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
@@ -29,6 +36,7 @@ from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
 from ._groups import _run_groups
 from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
+from ._summary import summarise
 from ._tool import _Tool
 
 #: The subcommands ``python -m kafkalog`` hands over to this package.
@@ -439,7 +447,8 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
-    ``convert``, ``stat``, ``compact``, ``demo``, ``groups``, ``broker``); return the exit status.
+    ``convert``, ``stat``, ``compact``, ``demo``, ``groups``, ``broker``), or summarise segment
+    files (``kafkalog FILE.log ...``: every argument an existing file); return the exit status.
 
     Usage errors and an unknown command exit 2; Ctrl-C ends a command with one line
     (``kafkalog CMD: interrupted``) and 130, a closed stdout (``| head``) quietly with 141;
@@ -450,6 +459,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         stdout, stderr: where to write (default: the process's streams).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if _summary_mode(argv):
+        return _guarded("kafkalog", lambda out, err: _summaries(argv, out, err), stdout, stderr)
     unknown = _unknown_command(argv, stderr or sys.stderr)
     if unknown is not None:
         return unknown
@@ -463,14 +474,39 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         options = _options(parser, args) if args.command == "dump" else None
     except SystemExit as e:  # usage errors (2), --help and --version (0)
         return e.code if isinstance(e.code, int) else 2
+
+    def run(out: IO[str], err: IO[str]) -> int:
+        if options is None:
+            return _run_tool(args, out, err)
+        output = (_JsonOutput if args.json else _TextOutput)(out, err)
+        return _Dump(options, output).run()  # type: ignore[arg-type]
+
+    return _guarded(f"kafkalog {args.command}", run, stdout, stderr)
+
+
+def _summary_mode(argv: list[str]) -> bool:
+    """``kafkalog FILE ...``: every argument names an existing file (not an option or a command)."""
+    return bool(argv) and argv[0] not in _COMMANDS and all(not a.startswith("-") and os.path.isfile(a) for a in argv)
+
+
+def _summaries(paths: list[str], out: IO[str], err: IO[str]) -> int:
+    """The summary mode: one summary per segment file; 1 when one is not clean or unreadable."""
+    try:
+        return 0 if all([summarise(p, out) for p in paths]) else 1
+    except BrokenPipeError:
+        raise  # an OSError, but the reader's going away: _guarded ends quietly
+    except (KafkalogError, OSError) as e:
+        err.write(f"kafkalog: {e}\n")
+        return 1
+
+
+def _guarded(label: str, run: Callable[[IO[str], IO[str]], int], stdout: IO[str] | None, stderr: IO[str] | None) -> int:
+    """``run(out, err)`` over UTF-8 streams, ending as a Unix tool does: a closed stdout quietly
+    with 141, Ctrl-C with one line (``LABEL: interrupted``) and 130."""
     out_stream, out_wrapped = _utf8(stdout or sys.stdout)
     err_stream, err_wrapped = _utf8(stderr or sys.stderr)
     try:
-        if options is None:
-            status = _run_tool(args, out_stream, err_stream)
-        else:
-            output = (_JsonOutput if args.json else _TextOutput)(out_stream, err_stream)
-            status = _Dump(options, output).run()  # type: ignore[arg-type]
+        status = run(out_stream, err_stream)
         out_stream.flush()  # here, not at exit, where a closed pipe could no longer be told apart
         return status
     except BrokenPipeError:
@@ -481,7 +517,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     except KeyboardInterrupt:
         # Ctrl-C: the commands' writes clean up their temporary files on the way out.
         try:
-            err_stream.write(f"kafkalog {args.command}: interrupted\n")
+            err_stream.write(f"{label}: interrupted\n")
             err_stream.flush()
         except (OSError, ValueError):
             pass
