@@ -45,6 +45,7 @@ CORE_LAYERS = {
     "logdir": 5,
     "local_log": 5,
     "log_append": 5,
+    "log_retention": 5,
     "validator": 5,
     "loader": 5,
     "retention": 5,

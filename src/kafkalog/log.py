@@ -62,12 +62,17 @@ from .log_append import (
     prepare_leader_append,
     source_compression,
 )
+from .log_retention import LogStartAndRetention
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
 from .producer_snapshot import sync_snapshot
-from .producer_state import AppendOrigin, LastRecord, ProducerStateManager, SnapshotOverlay
+from .producer_state import (
+    AppendOrigin,
+    LastRecord,
+    ProducerStateManager,
+    SnapshotOverlay,
+)
 from .record import MAGIC_V2, RecordBatch
 from .records import MemoryRecords
-from .retention import RetentionPlan, plan_retention
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .txn_index import AbortedTxn
@@ -84,7 +89,7 @@ def _now_ms() -> int:
 # -- the log -------------------------------------------------------------------------------------
 
 
-class Log:
+class Log(LogStartAndRetention):
     """One partition's log.
 
     Use :meth:`open`. Thread safety: one writer and many readers. Every method that changes the
@@ -677,85 +682,6 @@ class Log:
         paths = [path for path in paths if path is not None]
         if paths:
             self._local.schedule_unlink(paths)
-
-    # -- log start offset and retention ------------------------------------------------------
-
-    def delete_records(self, before_offset: int) -> int:
-        """Advance the log start offset to ``before_offset`` (Kafka's DeleteRecords); the
-        segments below it go at the next :meth:`delete_old_segments`. Returns the new start.
-
-        Raises:
-            OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
-        """
-        with self._lock:
-            self._check_open()
-            self._check_writable()
-            if before_offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot increment the log start offset to {before_offset} of partition "
-                    f"{self.topic}-{self.partition} since it is larger than the high watermark {self.high_watermark}",
-                    file=str(self.directory),
-                )
-            self._increment_log_start_offset(before_offset)
-            return self._log_start_offset
-
-    def _increment_log_start_offset(self, offset: int) -> None:
-        if offset <= self._log_start_offset:
-            return
-        self._log_start_offset = offset
-        if self._recovery_point < offset:
-            self._recovery_point = offset
-        if self._high_watermark is not None and self._high_watermark < offset:
-            self._high_watermark = offset
-        # The checkpoint first: a kill before the epoch cache is truncated leaves entries below
-        # the start, which the loader trims; the other order would lose epochs still in use.
-        self._logdir.write_offset(self._logdir.log_starts, self._tp, offset)
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.producer_state.on_log_start_offset_incremented(offset)
-
-    def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
-        """What :meth:`delete_old_segments` would delete now, and why (a dry run)."""
-        now = self._clock() if now_ms is None else now_ms
-        return plan_retention(
-            self._segments.values(),
-            self.config,
-            now,
-            log_start_offset=self._log_start_offset,
-            log_end_offset=self._end.offset,
-            high_watermark=self.high_watermark,
-        )
-
-    def delete_old_segments(self, *, now_ms: int | None = None, dry_run: bool = False) -> RetentionPlan:
-        """Apply retention (Kafka's ``deleteOldSegments``): segments below the log start offset,
-        then beyond ``retention.bytes``, then older than ``retention.ms``. The log start offset
-        advances to the first remaining segment before the files go (renamed ``.deleted``,
-        removed after ``file.delete.delay.ms``). Returns the plan applied (or, with
-        ``dry_run``, the plan that would be)."""
-        with self._lock:
-            self._check_open()
-            plan = self.plan_retention(now_ms)
-            if dry_run or not plan.deletions:
-                return plan
-            self._check_writable()
-            doomed = [self._segments.get(d.base_offset) for d in plan.deletions]
-            if plan.needs_roll:
-                new = self._roll(None)
-                if doomed[-1] is new:
-                    doomed = doomed[:-1]
-            doomed = [s for s in doomed if s is not None]
-            for d in plan.deletions:
-                _log.info(
-                    "deleting segment %d of %s-%s: %s (%s)",
-                    d.base_offset,
-                    self.topic,
-                    self.partition,
-                    d.reason,
-                    d.detail,
-                )
-            self._local.remove_and_delete_segments(doomed)  # type: ignore[arg-type]
-            self._delete_producer_snapshots(doomed)  # type: ignore[arg-type]
-            self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
-            return plan
 
     # -- compaction: what the log cleaner needs ------------------------------------------------
 
