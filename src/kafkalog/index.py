@@ -49,6 +49,7 @@ import os
 import struct
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from array import array
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
@@ -153,7 +154,7 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class _Index(Generic[_Entry]):
+class _Index(ABC, Generic[_Entry]):
     """An index file of fixed-size big-endian entries over a ``numpy.memmap``.
 
     Owns the map's lifecycle: preallocation of a new file, opening (lazily, on first use, so a
@@ -451,9 +452,10 @@ class _Index(Generic[_Entry]):
             raise IndexError(f"entry {n} out of range [0, {self._entries})")
         return self._entry_at(n)
 
+    @abstractmethod
     def _entry_at(self, slot: int) -> _Entry:
-        """The entry in ``slot`` (below the entry count), its offset absolute."""
-        raise NotImplementedError
+        """The entry in ``slot`` (below the entry count), its offset absolute (each entry
+        layout decodes its own)."""
 
     def _relative_offset(self, slot: int) -> int:
         return self._OFFSET_STRUCT.unpack_from(self._raw, slot * self.entry_size + self._OFFSET_AT)[0]

@@ -65,12 +65,7 @@ from .log_append import (
 from .log_retention import LogStartAndRetention
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
 from .producer_snapshot import sync_snapshot
-from .producer_state import (
-    AppendOrigin,
-    LastRecord,
-    ProducerStateManager,
-    SnapshotOverlay,
-)
+from .producer_state import AppendOrigin, LastRecord, ProducerStateManager, SnapshotOverlay
 from .record import MAGIC_V2, RecordBatch
 from .records import MemoryRecords
 from .scheduler import Scheduler

@@ -18,7 +18,7 @@ from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import _destination, salvage_segment
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
-from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
+from ._topic_config import SettingsReader, TopicSettings
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import MAX_PROBLEMS_PER_KIND
 from ._verify_report import SegmentReport as VerifySegmentReport
@@ -272,19 +272,11 @@ def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     cli = _cli_properties(tool, parser)
     now = _now_ms(a.now)
 
-    def run() -> None:
-        partitions = _partitions_at(a.path)
-        metadata_logs: dict[Path, MetadataConfigs] = {}
-        for directory in partitions:
-            def one(directory: Path = directory) -> None:
-                where = find_metadata_log(directory, a.metadata_log)
-                if where is not None and where not in metadata_logs:
-                    metadata_logs[where] = MetadataConfigs(where)
-                settings = resolve(directory, cli, metadata=metadata_logs.get(where) if where else None,
-                                   allow_compacted=a.allow_compacted)
-                _retention_one(tool, directory, settings, now)
+    settings_of = SettingsReader(cli, a.metadata_log, allow_compacted=a.allow_compacted)
 
-            tool.guarded(one)
+    def run() -> None:
+        for directory in _partitions_at(a.path):
+            tool.guarded(lambda directory=directory: _retention_one(tool, directory, settings_of(directory), now))
 
     tool.guarded(run)
 

@@ -19,7 +19,7 @@ from .. import (
 from ._commands import _cli_properties, _config_from
 from ._progress import _ProgressBar
 from ._tool import _now_ms, _partitions_at, _table, _Tool, _ts
-from ._topic_config import MetadataConfigs, TopicSettings, find_metadata_log, resolve
+from ._topic_config import SettingsReader, TopicSettings
 
 # ------------------------------------------------------------------------------------------------
 # compact: LogCleaner.clean over a partition directory (or each of a log directory)
@@ -186,25 +186,16 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     cli = _cli_properties(tool, parser)
     now = _now_ms(a.now)
 
+    # The topic's recorded settings (KRaft ConfigRecords, the internal topics' creation
+    # settings), then compaction itself, then --config, as retention reads them. The guard that
+    # keeps retention off compacted topics does not apply: compaction deletes nothing by age
+    # or size, so --config's policy stands as given.
+    settings_of = SettingsReader(cli, a.metadata_log, implied=_COMPACT_IMPLIED, allow_compacted=True)
+
     def run() -> None:
         not_a_dir = "compact takes a partition directory or a log directory, not a file"
-        metadata_logs: dict[Path, MetadataConfigs] = {}
         for directory in _partitions_at(a.path, not_a_dir=not_a_dir):
-            def one(directory: Path = directory) -> None:
-                # The topic's recorded settings (KRaft ConfigRecords, the internal topics'
-                # creation settings), then compaction itself, then --config: as retention reads them.
-                where = find_metadata_log(directory, a.metadata_log)
-                if where is not None and where not in metadata_logs:
-                    metadata_logs[where] = MetadataConfigs(where)
-                # (allow_compacted: the guard keeps retention from deleting; compaction deletes
-                # nothing by age or size, so --config's policy stands as given.)
-                settings = resolve(
-                    directory, cli, metadata=metadata_logs.get(where) if where else None,
-                    implied=_COMPACT_IMPLIED, allow_compacted=True,
-                )
-                _compact_one(tool, directory, settings, now)
-
-            tool.guarded(one)
+            tool.guarded(lambda directory=directory: _compact_one(tool, directory, settings_of(directory), now))
 
     tool.guarded(run)
 

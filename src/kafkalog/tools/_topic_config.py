@@ -190,3 +190,32 @@ def resolve(
 def _policy(text: str) -> tuple[str, ...]:
     return tuple(sorted({p.strip() for p in text.split(",") if p.strip()}))
 
+
+class SettingsReader:
+    """The effective settings of each partition one command visits (:func:`resolve`), with
+    every metadata log read once however many partitions it serves."""
+
+    def __init__(
+        self,
+        cli: Mapping[str, str],
+        metadata_log: str | None,
+        *,
+        implied: Mapping[str, tuple[str, str]] | None = None,
+        allow_compacted: bool = False,
+    ) -> None:
+        self._cli = cli
+        self._given = metadata_log
+        self._implied = implied
+        self._allow_compacted = allow_compacted
+        self._logs: dict[Path, MetadataConfigs] = {}
+
+    def __call__(self, partition: Path) -> TopicSettings:
+        where = find_metadata_log(partition, self._given)
+        metadata = None
+        if where is not None:
+            metadata = self._logs.get(where)
+            if metadata is None:
+                metadata = self._logs[where] = MetadataConfigs(where)
+        return resolve(
+            partition, self._cli, metadata=metadata, allow_compacted=self._allow_compacted, implied=self._implied
+        )
