@@ -13,6 +13,7 @@ by dotted module name.
 from __future__ import annotations
 
 import ast
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,9 @@ PACKAGE = Path(kafkalog.__file__).parent
 # Layer of every core module, lowest first (DESIGN.md "Layers").
 CORE_LAYERS = {
     "errors": 0,
+    "_native": 0,  # the compiled core (src/native/*.c); only native.py imports it
     "varint": 1,
+    "native": 1,
     "crc": 1,
     "compression": 1,
     "record": 2,
@@ -99,6 +102,13 @@ def _is_package(name: str, path: Path) -> bool:
     return path.name == "__init__.py"
 
 
+def _is_module(path: Path) -> bool:
+    """Whether ``path`` (without suffix) is a module: source, package, or built extension."""
+    if path.with_suffix(".py").exists() or (path / "__init__.py").exists():
+        return True
+    return any(path.with_name(path.name + suffix).exists() for suffix in EXTENSION_SUFFIXES)
+
+
 def imports_of(name: str, source: str, *, package: bool = False) -> tuple[set[str], set[str]]:
     """(kafkalog modules by dotted name below ``kafkalog``, top-level third-party packages)
     that ``source`` (module ``name``) imports anywhere."""
@@ -116,9 +126,7 @@ def imports_of(name: str, source: str, *, package: bool = False) -> tuple[set[st
                 # `from . import x` / `from .pkg import x`: x may be a module of that package
                 for alias in node.names:
                     candidate = ".".join(target + [alias.name])
-                    if (PACKAGE / Path(*target, alias.name)).with_suffix(".py").exists() or (
-                        PACKAGE / Path(*target, alias.name) / "__init__.py"
-                    ).exists():
+                    if _is_module(PACKAGE / Path(*target, alias.name)):
                         internal.add(candidate)
                     elif not node.module:
                         internal.add(".".join(target))

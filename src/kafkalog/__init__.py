@@ -153,10 +153,12 @@ from .retention import (
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 from .errors import ReadOnlyLogError
+from .native import core_name
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "core_name",
     "MemoryRecords",
     "FileRecords",
     "Records",

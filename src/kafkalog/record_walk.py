@@ -14,6 +14,7 @@ positioned :class:`~kafkalog.errors.InvalidRecordError`.
 
 from __future__ import annotations
 
+from . import native
 from .errors import InvalidRecordError
 from .record import ControlRecord, Header, Record
 from .varint import ZIGZAG_TABLE, decode_varint, decode_varlong
@@ -215,7 +216,17 @@ def decode_records(
 def walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, bool, bool]:
     """:func:`decode_records` without the records: the same checks, returning the smallest
     and largest timestamp delta, whether a key is null and whether the offset deltas are
-    0, 1, 2, ..."""
+    0, 1, 2, ... (the compiled walk when it is in use; this code words its errors)."""
+    ext = native.ext
+    if ext is not None:
+        try:
+            return ext.walk_v2(data, pos, end, count)
+        except native.Invalid:
+            pass  # malformed: the pure walk below raises the positioned error
+    return _walk_records(data, pos, end, count)
+
+
+def _walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, bool, bool]:
     slow = _varint_slow
     zz = ZIGZAG_TABLE
     min_body = MIN_RECORD_BODY

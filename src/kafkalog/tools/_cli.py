@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import DEFAULT_DEDUPE_BUFFER_SIZE, KafkalogError, OffsetMap, __version__
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE, KafkalogError, OffsetMap, __version__, core_name
 from ._commands import (
     _run_convert,
     _run_rebuild,
@@ -67,7 +67,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "kafkalog alone runs kafkalog demo. kafkalog COMMAND --help describes a command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
+    parser.add_argument("--version", action="version", version=f"kafkalog {__version__} (record core: {core_name()})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     dump = sub.add_parser(
         "dump",
