@@ -25,7 +25,6 @@ PACKAGE = Path(kafkalog.__file__).parent
 # Layer of every core module, lowest first (DESIGN.md "Layers").
 CORE_LAYERS = {
     "errors": 0,
-    "_native": 0,  # the compiled core (src/native/*.c); only native.py imports it
     "varint": 1,
     "native": 1,
     "crc": 1,

@@ -14,6 +14,7 @@ read :data:`ext` at call time (``native.ext``), so :func:`use` can switch cores 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from collections.abc import Iterator
 from types import ModuleType
@@ -23,11 +24,15 @@ FORCE_PURE_ENV = "KAFKALOG_PUREPYTHON"
 
 _forced = os.environ.get(FORCE_PURE_ENV, "").strip() not in ("", "0")
 
+_compiled: ModuleType | None
 try:
-    from . import _native as _compiled
-except ImportError as e:  # not built (no compiler), or built for another interpreter
+    _compiled = importlib.import_module("._native", __package__)
+except ModuleNotFoundError:  # installed without a compiler, or KAFKALOG_NO_EXTENSION=1
     _compiled = None
-    _why_not = f"kafkalog._native is not built ({e})"
+    _why_not = "kafkalog._native is not built"
+except ImportError as e:  # built for another interpreter, or a broken build
+    _compiled = None
+    _why_not = f"kafkalog._native does not import: {e}"
 else:
     _why_not = ""
 
@@ -53,7 +58,7 @@ def core_name() -> str:
     if ext is not None:
         return "native (kafkalog._native" + (", sanitized)" if ext.SANITIZED else ")")
     if _compiled is not None:
-        return f"python (forced: {FORCE_PURE_ENV}=1 or kafkalog.native.use(pure=True))"
+        return f"python (forced by {FORCE_PURE_ENV}=1)" if _forced else "python (selected by native.use)"
     return f"python ({_why_not})"
 
 
