@@ -24,7 +24,8 @@ sent by the kernel (``loop.sendfile`` after the response headers; :attr:`Broker.
 counts them).
 
 The state on disk (topics, the metadata file, the lock, producer id blocks) is described in
-``_state.py``; the request handlers live in ``_admin.py`` and ``_data.py``.
+``_state.py``; the request handlers live in ``_admin.py``, ``_admin_topics.py``,
+``_admin_configs.py`` and ``_data.py``; ``_unsupported.py`` logs what is not served.
 
 **Shutdown.** :meth:`Broker.stop` (SIGTERM or SIGINT under :func:`main`) stops accepting,
 answers the requests in flight (a long-polling Fetch returns at once), closes idle connections,

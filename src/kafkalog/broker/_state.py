@@ -3,7 +3,8 @@ directory's lock and the broker's metadata file, topic creation and retention.
 
 **State on disk.** Besides the partition directories (and Log's own checkpoint files), the log
 directory holds ``kafkalog-broker.json`` — the cluster id, each topic's id, partition count and
-config overrides, and the start of the next block of producer ids — rewritten atomically
+config overrides, the start of the next block of producer ids, and the topics being deleted
+(see ``_admin_topics.py``) — rewritten atomically
 (:func:`kafkalog.write_atomically`) on every change, and ``.kafkalog-broker.lock`` (an
 ``flock`` so two brokers never share a directory; Log's ``.lock`` stays Log's). Producer ids are handed
 out in blocks of 1,000 as Kafka's ``ProducerIdManager`` does: the block end is made durable
