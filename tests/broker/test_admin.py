@@ -238,6 +238,24 @@ def test_a_restart_finishes_an_interrupted_delete(tmp_path) -> None:
         assert broker.topics == {"kept": 1}
 
 
+def test_deleting_a_topic_answers_its_long_polls_and_appends(broker) -> None:
+    from test_broker import fetch_body
+
+    with RawClient(broker.bootstrap) as raw, RawClient(broker.bootstrap) as poller:
+        assert create(raw, "gone") == 0
+        sent = poller.send(p.ApiKey.FETCH, 11, fetch_body([("gone", 0, 0)], max_wait=int(scaled(60_000))))
+        wait_until(lambda: broker._topics["gone"].partitions[0].waiters, 30, "the long poll waits")
+        _, body = raw.call(p.ApiKey.DELETE_TOPICS, 5, {"topic_names": ["gone"], "timeout_ms": 1000})
+        assert body["responses"][0]["error_code"] == 0
+        cid, fetched = poller.receive(p.ApiKey.FETCH, 11)
+        assert cid == sent
+        assert fetched["responses"][0]["partitions"][0]["error_code"] == p.ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        builder = RecordBatchBuilder(2)
+        builder.append(b"k", b"v", timestamp=T0)
+        _, body = raw.call(p.ApiKey.PRODUCE, 8, produce_body("gone", builder.build()))
+        assert body["responses"][0]["partition_responses"][0]["error_code"] == p.ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_topic_deletion_rules(tmp_path) -> None:
     with Broker(tmp_path, config={"delete.topic.enable": "false"}) as broker, RawClient(broker.bootstrap) as raw:
         assert create(raw, "stays") == 0
@@ -274,6 +292,23 @@ def test_produce_v0_to_v2_message_sets_are_stored_as_v2(broker, magic, codec) ->
     assert [(r.offset, r.key, r.value) for r in records] == [(i, b"k%d" % (i % 3), b"value %d" % (i % 3))
                                                             for i in range(9)]
     assert {r.timestamp for r in records} == ({-1} if magic == 0 else {T0, T0 + 1, T0 + 2})
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
+def test_kafka_python_speaking_kafka_0_10_is_stored_as_v2(broker, codec) -> None:
+    """kafka-python told the broker is 0.10.1 sends magic-1 message sets with Produce v2."""
+    topic = f"old-client-{codec}"
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 10, 1), compression_type=codec,
+                             linger_ms=20)
+    for i in range(50):
+        producer.send(topic, b"value %d" % i, key=b"k%d" % i, timestamp_ms=T0 + i)
+    producer.flush(timeout=scaled(30))
+    producer.close()
+    batches = [b for s in broker.log(topic, 0).segments for b in s.log.batches()]
+    assert {(b.magic, b.compression) for b in batches} == {(2, Compression[codec.upper()])}
+    records = [r for b in batches for r in b.records()]
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (i, b"k%d" % i, b"value %d" % i, T0 + i) for i in range(50)]
 
 
 def test_produce_v2_corrupt_message_set_is_refused(broker) -> None:

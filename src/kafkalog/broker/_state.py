@@ -382,6 +382,8 @@ class _BrokerState:
             await asyncio.sleep(interval)
             for topic in list(self._topics.values()):
                 for partition in topic.partitions:
+                    if partition.log.closed:
+                        continue  # its topic was deleted meanwhile
                     try:
                         await self._loop.run_in_executor(self._executor, partition.log.delete_old_segments)
                     except (KafkalogError, OSError):
