@@ -357,10 +357,15 @@ def test_unsupported_requests_are_logged_once_per_client(broker, caplog) -> None
     with RawClient(broker.bootstrap) as raw:
         raw.sock.sendall(_frame(11, 5, "another"))
         assert raw.closed_by_peer(scaled(10))
+    with RawClient(broker.bootstrap) as raw:  # a feature: transactions, asked for twice
+        for _ in range(2):
+            _, body = raw.call(p.ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
+            assert body["error_code"] == p.ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     lines = [r.getMessage() for r in caplog.records if "does not support" in r.getMessage()]
     assert len([m for m in lines if "'curious'" in m]) == 1
     assert len([m for m in lines if "'another'" in m]) == 1
     assert "API key 11 v5" in lines[0] and "127.0.0.1" in lines[0]
+    assert len([m for m in lines if "'raw-test'" in m and "transactions" in m]) == 1
 
 
 def _frame(api_key: int, version: int, client_id: str) -> bytes:

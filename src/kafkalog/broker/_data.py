@@ -87,6 +87,8 @@ class _DataHandlers(_BrokerState):
         # Kafka: transactional records need an authorised transactional id, and this broker
         # authorises none (it has no transaction coordinator).
         refuse = _has_transactional_records(body)
+        if refuse:
+            self._unsupported(request.client_id, "transactional produce", "answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         jobs: list[tuple[int, int, _Partition, memoryview]] = []
         results: list[list[dict[str, Any]]] = []
         for ti, t in enumerate(body["topic_data"]):
