@@ -16,7 +16,6 @@ import shutil
 import struct
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 from conftest import scaled, wait_until
@@ -29,8 +28,8 @@ from kafkalog.compression import Compression
 
 kafka = pytest.importorskip("kafka", reason="needs kafka-python (pip install 'kafka-python>=3.0')")
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka")
-from confluent_kafka import TopicPartition as CTopicPartition  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -39,12 +38,12 @@ from confluent_kafka.admin import (  # noqa: E402
     NewPartitions,
     NewTopic,
 )
-from kafka import KafkaProducer  # noqa: E402
-from kafka import TopicPartition as KTopicPartition  # noqa: E402
-from kafka.admin import ConfigResource as KConfigResource  # noqa: E402
-from kafka.admin import ConfigResourceType, KafkaAdminClient  # noqa: E402
-from kafka.admin import NewPartitions as KNewPartitions  # noqa: E402
-from kafka.admin import NewTopic as KNewTopic  # noqa: E402
+from kafka import KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.admin import ConfigResource as KConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.admin import NewPartitions as KNewPartitions
+from kafka.admin import NewTopic as KNewTopic
 
 T0 = 1_700_000_000_000
 
@@ -155,13 +154,12 @@ def test_kafka_python_configs(broker, kadmin, tmp_path) -> None:
 
 
 def test_config_changes_survive_a_restart(tmp_path) -> None:
-    with Broker(tmp_path) as broker:
-        with RawClient(broker.bootstrap) as raw:
-            assert create(raw, "persisted") == 0
-            _, body = raw.call(p.ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
-                "resource_type": 2, "resource_name": "persisted", "configs": [
-                    {"name": "retention.bytes", "config_operation": 0, "value": "12345"}]}], "validate_only": False})
-            assert body["responses"][0]["error_code"] == 0
+    with Broker(tmp_path) as broker, RawClient(broker.bootstrap) as raw:
+        assert create(raw, "persisted") == 0
+        _, body = raw.call(p.ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": 2, "resource_name": "persisted", "configs": [
+                {"name": "retention.bytes", "config_operation": 0, "value": "12345"}]}], "validate_only": False})
+        assert body["responses"][0]["error_code"] == 0
     with Broker(tmp_path) as broker:
         assert broker.log("persisted", 0).config.retention_bytes == 12345
 

@@ -40,8 +40,8 @@ from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from ..protocol import ErrorCode
 from ._config import BrokerConfig
 from ._deletion import finish_renames, is_delete_dir
-from ._unsupported import UnsupportedLog
 from ._limits import RateLimitedLog, partition_refusal, startup_refusal
+from ._unsupported import UnsupportedLog
 
 _log = logging.getLogger(__package__)
 
