@@ -122,7 +122,7 @@ class _ConfigAdminHandlers(_BrokerState):
         previous = topic.overrides
         topic.overrides = overrides
         try:
-            await self._in_executor(self._write_metadata, self._topics, self._producer_id_block_end)
+            await self._in_executor(self._write_metadata, dict(self._topics), self._producer_id_block_end)
         except OSError as e:
             topic.overrides = previous
             _log.error("writing the configs of topic %s failed: %s", name, e)

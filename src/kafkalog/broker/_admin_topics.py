@@ -86,7 +86,7 @@ class _TopicAdminHandlers(_BrokerState):
         # 3. Done: the metadata forgets the name, the files go in the background.
         self._deleting.discard(name)
         try:
-            await self._in_executor(self._write_metadata, self._topics, self._producer_id_block_end)
+            await self._in_executor(self._write_metadata, dict(self._topics), self._producer_id_block_end)
         except OSError as e:
             _log.error("writing the metadata after deleting %s failed (the next start retries): %s", name, e)
         self._remove_in_background(doomed)
@@ -147,21 +147,22 @@ class _TopicAdminHandlers(_BrokerState):
         if validate_only:
             return ErrorCode.NONE, None
         try:
-            await self._in_executor(self._add_partitions_blocking, topic, count)
+            # A snapshot of the topics: the thread pool never iterates the loop's own dict.
+            await self._in_executor(self._add_partitions_blocking, topic, count, dict(self._topics))
         except (KafkalogError, OSError) as e:
             _log.error("adding partitions to %s failed: %s", name, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, str(e)
         _log.info("topic %s now has %d partitions", name, count)
         return ErrorCode.NONE, None
 
-    def _add_partitions_blocking(self, topic: Any, count: int) -> None:
+    def _add_partitions_blocking(self, topic: Any, count: int, topics: dict[str, Any]) -> None:
         """Declare the new count first (a crash then leaves partitions the next start creates,
         never directories the metadata does not know), then open the new logs."""
         config = self.config.topic_config(topic.overrides)
         topic.planned = count
         opened: list[_Partition] = []
         try:
-            self._write_metadata(self._topics, self._producer_id_block_end)
+            self._write_metadata(topics, self._producer_id_block_end)
             for index in range(len(topic.partitions), count):
                 opened.append(_Partition(topic.name, index, self._open_log(topic.name, index, config, topic.topic_id)))
         except BaseException:
@@ -172,7 +173,7 @@ class _TopicAdminHandlers(_BrokerState):
                     _log.exception("closing %s-%d failed", topic.name, partition.index)
             topic.planned = 0
             try:
-                self._write_metadata(self._topics, self._producer_id_block_end)
+                self._write_metadata(topics, self._producer_id_block_end)
             except OSError:
                 _log.exception("restoring the metadata of %s failed", topic.name)
             raise
