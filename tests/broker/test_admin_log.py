@@ -88,3 +88,39 @@ def test_upconversion_refuses_a_bad_crc() -> None:
     data[-1] ^= 1
     with pytest.raises(CorruptRecordError):
         to_v2(bytes(data))
+
+
+_OPS = st.lists(st.tuples(
+    st.sampled_from(["cleanup.policy", "retention.ms", "follower.replication.throttled.replicas"]),
+    st.integers(0, 3),
+    st.sampled_from(["compact", "delete", "1000", "0:1,0:2", "0:2"])), max_size=8)
+
+
+@given(ops=_OPS)
+def test_incremental_alter_configs_against_a_model(ops) -> None:
+    """IncrementalAlterConfigs, one op at a time, against a dict model: SET and DELETE replace
+    and drop, APPEND and SUBTRACT act on list settings from the value in effect and are refused
+    on other settings."""
+    from kafkalog.broker._admin_configs import _incremental
+    from kafkalog.broker._config import LIST_TOPIC_KEYS, BrokerConfig, topic_defaults
+    from kafkalog.errors import InvalidConfigError
+
+    defaults = topic_defaults(BrokerConfig())
+    current: dict[str, str] = {}
+    for key, op, value in ops:
+        model = dict(current)
+        if op == 0:
+            model[key] = value
+        elif op == 1:
+            model.pop(key, None)
+        elif key in LIST_TOPIC_KEYS:
+            items = [v for v in model.get(key, defaults[key]).split(",") if v]
+            given = [v for v in value.split(",") if v]
+            items = items + [v for v in given if v not in items] if op == 2 else [v for v in items if v not in given]
+            model[key] = ",".join(items)
+        else:
+            with pytest.raises(InvalidConfigError):
+                _incremental(current, [{"name": key, "config_operation": op, "value": value}], defaults)
+            continue
+        current = _incremental(current, [{"name": key, "config_operation": op, "value": value}], defaults)
+        assert current == model
