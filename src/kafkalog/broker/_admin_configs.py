@@ -79,6 +79,8 @@ class _ConfigAdminHandlers(_BrokerState):
         async with self._admin_lock:
             for r in body["resources"]:
                 kind, name = r["resource_type"], r["resource_name"]
+                code: ErrorCode
+                message: str | None
                 if counts[(kind, name)] > 1:
                     code, message = ErrorCode.INVALID_REQUEST, "Error due to duplicate resources"
                 else:

@@ -6,7 +6,7 @@ entries DescribeConfigs answers with, each with its source, type and synonyms as
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,7 +151,7 @@ def broker_config_entries(broker: BrokerConfig, keys: list[str] | None, synonyms
 
 
 def _entry(name: str, value: str | None, source: int, read_only: bool, type_: int,
-           layers: list[tuple[str, str | None, int]], synonyms: bool) -> dict[str, Any]:
+           layers: Sequence[tuple[str, str | None, int]], synonyms: bool) -> dict[str, Any]:
     return {
         "name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
         "config_source": source, "is_sensitive": False, "config_type": type_, "documentation": None,
