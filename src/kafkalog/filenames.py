@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 from .errors import InvalidConfigError, KafkalogError
@@ -122,6 +123,19 @@ def parse_partition_dir(directory: str | os.PathLike) -> tuple[str, int]:
             f"a partition directory is named <topic>-<partition>, not {name!r}", file=str(directory)
         )
     return match["topic"], int(match["partition"])
+
+
+#: The longest file name Kafka lets a ``-delete``/``-future`` directory name take.
+_MAX_DIR_NAME = 255
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """The name a partition directory is renamed to when its log is deleted (Kafka's
+    ``UnifiedLog.logDeleteDirName``): ``<topic>-<partition>.<uuid hex>-delete``, the topic cut
+    so that the whole name stays within 255 characters."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[: _MAX_DIR_NAME - len(suffix)] + suffix
 
 
 def partition_of(directory: str | os.PathLike) -> tuple[str, int] | None:

@@ -457,8 +457,9 @@ class Log(LogStartAndRetention):
         """Kafka's ``maybeRoll``."""
         segment = self._segments.last
         assert segment is not None
-        if segment.should_roll(
-            messages_size=size, max_timestamp_in_messages=max_ts, max_offset_in_messages=last_offset, now_ms=now
+        if segment.should_roll(  # the log's settings now (Kafka's RollParams), not the segment's at its creation
+            messages_size=size, max_timestamp_in_messages=max_ts, max_offset_in_messages=last_offset, now_ms=now,
+            max_segment_bytes=self.config.segment_bytes, max_segment_ms=self.config.segment_ms,
         ):
             # Kafka: with no first offset (legacy follower appends), last - int32 max is a safe
             # lower bound of the first offset.
@@ -784,14 +785,6 @@ class Log(LogStartAndRetention):
 
     def delete(self) -> None:
         """Close the log and delete its directory and checkpoint entries."""
-        self._check_writable()
-        self._scheduler.shutdown()
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._segments.close()
-                self._local.close()
-                self._logdir.release(self._tp, self.directory.name, clean=False)
-            self._logdir.forget(self._tp)
-            shutil.rmtree(self.directory, ignore_errors=True)
-            fsync_dir(self.directory.parent)
+        self._close_and_forget()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        fsync_dir(self.directory.parent)

@@ -1,5 +1,6 @@
-"""The log start offset and retention of a partition log: Kafka's ``UnifiedLog``
-``deleteRecords``/``maybeIncrementLogStartOffset`` and ``deleteOldSegments``.
+"""The log start offset, retention, settings and deletion of a partition log: Kafka's
+``UnifiedLog`` ``deleteRecords``/``maybeIncrementLogStartOffset``, ``deleteOldSegments``,
+``updateConfig`` and the rename of ``LogManager.asyncDelete``.
 
 A part of :class:`kafkalog.log.Log` (its base class), kept in a module of its own so that
 the rules of moving the log start offset -- checkpoint before the epoch cache, producer state
@@ -9,12 +10,15 @@ after -- read in one place. The plan itself is :func:`kafkalog.retention.plan_re
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import LogConfig
+from .durable import fsync_dir
 from .errors import OffsetOutOfRangeError
+from .filenames import delete_dir_name
 from .retention import RetentionPlan, plan_retention
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,7 +29,8 @@ _log = logging.getLogger("kafkalog.log")
 
 
 class LogStartAndRetention:
-    """``delete_records``, ``plan_retention`` and ``delete_old_segments`` of :class:`~kafkalog.log.Log`
+    """``delete_records``, ``plan_retention``, ``delete_old_segments``, ``update_config`` and
+    ``rename_for_delete`` of :class:`~kafkalog.log.Log`
     (which holds the state they use: its lock, segments, offsets and log directory)."""
 
     directory: Path
@@ -35,9 +40,50 @@ class LogStartAndRetention:
     leader_epoch_cache: LeaderEpochFileCache
     producer_state: ProducerStateManager
     _lock: threading.RLock
+    _closed: bool
+    _tp: tuple[str, int]
     _log_start_offset: int
     _recovery_point: int
     _high_watermark: int | None
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new settings to the open log (Kafka's ``updateConfig``, after an AlterConfigs):
+        the next append, roll, flush and retention pass read them. Existing segments keep the
+        index interval they were created with, as in Kafka."""
+        with self._lock:
+            self._check_open()
+            self.config = config
+            self._local.config = config
+
+    def rename_for_delete(self) -> Path:
+        """Close the log, drop its checkpoint entries and rename its directory
+        ``<topic>-<partition>.<uuid>-delete`` (Kafka's ``LogManager.asyncDelete``), durably; the
+        files are removed later by whoever deletes that directory, and a ``-delete`` directory
+        found at start is never loaded as a partition. Returns the new path.
+
+        Raises:
+            ReadOnlyLogError: a read-only open.
+            OSError: the rename failed (the log is closed and forgotten all the same).
+        """
+        self._close_and_forget()
+        target = self.directory.parent / delete_dir_name(self.topic, self.partition)
+        os.rename(self.directory, target)
+        fsync_dir(self.directory.parent)
+        return target
+
+    def _close_and_forget(self) -> None:
+        """Close every file without the clean-shutdown work and remove the partition from the
+        log directory's checkpoints (the first step of deleting the log)."""
+        self._check_writable()
+        # Pending background work (the flush after a roll) takes the lock: it runs first.
+        self._scheduler.shutdown()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._segments.close()
+                self._local.close()
+                self._logdir.release(self._tp, self.directory.name, clean=False)
+            self._logdir.forget(self._tp)
 
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset to ``before_offset`` (Kafka's DeleteRecords); the

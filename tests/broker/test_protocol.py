@@ -19,6 +19,20 @@ from kafkalog.file_records import FileRecords
 
 kp_protocol = pytest.importorskip("kafka.protocol.api_message", reason="needs kafka-python>=3 (its JSON-built protocol)")
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse  # noqa: E402
+from kafka.protocol.admin import (  # noqa: E402
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.consumer import (  # noqa: E402
     FetchRequest,
     FetchResponse,
@@ -49,6 +63,12 @@ ORACLE = {
     p.ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     p.ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     p.ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    p.ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+    p.ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
+    p.ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    p.ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
+    p.ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    p.ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
 }
 CASES = [
     (spec.key, version, response)
@@ -198,7 +218,8 @@ def test_api_versions_fallback_is_the_v0_layout() -> None:
 
 def test_advertised_versions() -> None:
     assert {(v["api_key"], v["min_version"], v["max_version"]) for v in p.supported_api_versions()} == {
-        (0, 3, 8), (1, 4, 11), (2, 1, 5), (3, 0, 8), (10, 0, 2), (18, 0, 3), (19, 0, 4), (22, 0, 1)}
+        (0, 0, 8), (1, 4, 11), (2, 1, 5), (3, 0, 8), (10, 0, 2), (18, 0, 3), (19, 0, 4), (22, 0, 1),
+        (20, 0, 5), (21, 0, 2), (32, 0, 4), (33, 0, 2), (37, 0, 3), (44, 0, 1)}
 
 
 def test_file_slices_stay_out_of_line(tmp_path) -> None:
@@ -300,10 +321,11 @@ def test_unknown_apis_and_versions() -> None:
     with pytest.raises(p.UnsupportedApiError) as info:
         p.decode_request(struct.pack(">hhih", 11, 5, 42, -1))  # JoinGroup
     assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (11, 5, 42)
-    # Below and above the Produce versions served (v9 is flexible: its header has tagged fields).
-    for version, tags in ((2, b""), (9, b"\x00")):
-        with pytest.raises(p.UnsupportedApiError, match="PRODUCE version"):
-            p.decode_request(struct.pack(">hhih", 0, version, 1, -1) + tags)
+    # Below the Fetch versions and above the Produce versions served (Produce v9 is flexible: its
+    # header has tagged fields).
+    for key, version, tags in ((1, 3, b""), (0, 9, b"\x00")):
+        with pytest.raises(p.UnsupportedApiError, match=f"{p.ApiKey(key).name} version"):
+            p.decode_request(struct.pack(">hhih", key, version, 1, -1) + tags)
     with pytest.raises(p.UnsupportedApiError):
         p.encode_body(p.ApiKey.FETCH, 12, {})
 

@@ -73,8 +73,8 @@ class _AdminHandlers(_BrokerState):
     async def _init_producer_id(self, request: Request) -> dict[str, Any]:
         body = request.body or {}
         if body["transactional_id"] is not None:
-            _log.warning("refusing InitProducerId for transactional id %r: kafkalog's broker has no transactions",
-                         body["transactional_id"])
+            self._unsupported(request.client_id, "transactions (InitProducerId with a transactional id)",
+                              "answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
             return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                     "producer_id": _NO_PRODUCER_ID, "producer_epoch": _NO_PRODUCER_EPOCH}
         assert self._admin_lock is not None

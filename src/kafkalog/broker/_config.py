@@ -1,10 +1,12 @@
-"""The broker's settings under Kafka's names (:class:`BrokerConfig`) and the checks CreateTopics
-applies to a topic's settings (:func:`check_topic_configs`)."""
+"""The broker's settings under Kafka's names (:class:`BrokerConfig`), the checks CreateTopics
+and the AlterConfigs APIs apply to a topic's settings (:func:`check_topic_configs`), and the
+entries DescribeConfigs answers with, each with its source, type and synonyms as Kafka's
+``ConfigHelper`` describes them (:func:`topic_config_entries`, :func:`broker_config_entries`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +67,98 @@ _ACCEPTED_TOPIC_KEYS = frozenset({
 })
 
 
+# DescribeConfigs' ConfigSource ids (Kafka's ``DescribeConfigsResponse.ConfigSource``): a topic
+# override, a broker setting from the start-up configuration, Kafka's default.
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+# DescribeConfigs' ConfigType ids (``DescribeConfigsResponse.ConfigType``).
+_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
+
+#: Every topic setting this broker takes, with Kafka's type (``LogConfig``'s ConfigDef).
+TOPIC_CONFIG_TYPES: dict[str, int] = {
+    "segment.bytes": _INT, "segment.ms": _LONG, "segment.jitter.ms": _LONG, "segment.index.bytes": _INT,
+    "index.interval.bytes": _INT, "retention.ms": _LONG, "retention.bytes": _LONG, "cleanup.policy": _LIST,
+    "delete.retention.ms": _LONG, "min.compaction.lag.ms": _LONG, "max.compaction.lag.ms": _LONG,
+    "min.cleanable.dirty.ratio": _DOUBLE, "file.delete.delay.ms": _LONG, "flush.messages": _LONG,
+    "flush.ms": _LONG, "max.message.bytes": _INT, "message.timestamp.type": _STRING,
+    "message.timestamp.difference.max.ms": _LONG, "message.timestamp.before.max.ms": _LONG,
+    "message.timestamp.after.max.ms": _LONG, "preallocate": _BOOLEAN, "compression.type": _STRING,
+    "compression.gzip.level": _INT, "compression.lz4.level": _INT, "compression.zstd.level": _INT,
+    "min.insync.replicas": _INT, "unclean.leader.election.enable": _BOOLEAN,
+    "message.downconversion.enable": _BOOLEAN, "message.format.version": _STRING,
+    "leader.replication.throttled.replicas": _LIST, "follower.replication.throttled.replicas": _LIST,
+    "local.retention.ms": _LONG, "local.retention.bytes": _LONG, "remote.storage.enable": _BOOLEAN,
+    "remote.log.copy.disable": _BOOLEAN, "remote.log.delete.on.disable": _BOOLEAN,
+}
+#: The settings IncrementalAlterConfigs may APPEND to and SUBTRACT from (Kafka: LIST types).
+LIST_TOPIC_KEYS = frozenset(k for k, t in TOPIC_CONFIG_TYPES.items() if t == _LIST)
+#: Kafka 3.8's defaults of the settings accepted without effect (``LogConfig`` has the others).
+_ACCEPTED_DEFAULTS = {
+    "compression.type": "producer", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.zstd.level": "3", "min.insync.replicas": "1", "unclean.leader.election.enable": "false",
+    "message.downconversion.enable": "true", "message.format.version": "3.0-IV1",
+    "leader.replication.throttled.replicas": "", "follower.replication.throttled.replicas": "",
+    "local.retention.ms": "-2", "local.retention.bytes": "-2", "remote.storage.enable": "false",
+    "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
+}
+_DEFAULTS = {**LogConfig().to_properties(), **_ACCEPTED_DEFAULTS}
+#: The broker name Kafka shows for a topic setting's broker-level value (the first synonym).
+_BROKER_NAME: dict[str, str] = {}
+for _broker_name, (_topic_name, _scale) in _BROKER_SYNONYMS.items():
+    _BROKER_NAME.setdefault(_topic_name, _broker_name)
+
+
+def topic_config_entries(broker: BrokerConfig, overrides: Mapping[str, str], keys: list[str] | None,
+                         synonyms: bool) -> list[dict[str, Any]]:
+    """DescribeConfigs' entries of a topic: every setting (or those of ``keys`` that exist) with
+    its value in effect and where it comes from: the topic's override, the broker's start-up
+    configuration (under its broker name, e.g. ``log.segment.bytes``) or Kafka's default. With
+    ``synonyms``, each lists those sources from the most specific, as Kafka does."""
+    static = dict(broker.topic_defaults)
+    entries = []
+    for key in TOPIC_CONFIG_TYPES if keys is None else [k for k in keys if k in TOPIC_CONFIG_TYPES]:
+        layers = []
+        if key in overrides:
+            layers.append((key, overrides[key], SOURCE_TOPIC))
+        broker_name = _BROKER_NAME.get(key, key)
+        if key in static:
+            layers.append((broker_name, static[key], SOURCE_STATIC_BROKER))
+        layers.append((broker_name, _DEFAULTS[key], SOURCE_DEFAULT))
+        entries.append(_entry(key, layers[0][1], layers[0][2], False, TOPIC_CONFIG_TYPES[key], layers, synonyms))
+    return entries
+
+
+def topic_defaults(broker: BrokerConfig) -> dict[str, str]:
+    """Every topic setting's value for a topic without overrides: the broker's, else Kafka's."""
+    return {**_DEFAULTS, **dict(broker.topic_defaults)}
+
+
+def broker_config_entries(broker: BrokerConfig, keys: list[str] | None, synonyms: bool) -> list[dict[str, Any]]:
+    """DescribeConfigs' entries of the broker: the settings given at start (read-only: this
+    broker changes none while running), and the broker-level names of the topic defaults."""
+    given = dict(broker.static)
+    values = {**{k: str(v) for k, v in _BROKER_DEFAULTS.items()}, **given}
+    topic = dict(broker.topic_defaults)
+    for topic_key, broker_name in _BROKER_NAME.items():
+        values.setdefault(broker_name, topic.get(topic_key, _DEFAULTS[topic_key]))
+    entries = []
+    for name in sorted(values) if keys is None else [k for k in keys if k in values]:
+        source = SOURCE_STATIC_BROKER if name in given or any(
+            _BROKER_NAME.get(t) == name for t in topic) else SOURCE_DEFAULT
+        entries.append(_entry(name, values[name], source, True, _STRING, [(name, values[name], source)], synonyms))
+    return entries
+
+
+def _entry(name: str, value: str | None, source: int, read_only: bool, type_: int,
+           layers: Sequence[tuple[str, str | None, int]], synonyms: bool) -> dict[str, Any]:
+    return {
+        "name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
+        "config_source": source, "is_sensitive": False, "config_type": type_, "documentation": None,
+        "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in layers] if synonyms else [],
+    }
+
+
 def check_topic_configs(configs: Mapping[str, str | None]) -> LogConfig:
     """Validate topic settings as CreateTopics does and build their :class:`LogConfig`.
 
@@ -116,6 +210,10 @@ class BrokerConfig:
     cluster_id: str | None = None
     max_broker_partitions: int | None = None
     topic_defaults: tuple[tuple[str, str], ...] = ()
+    #: ``delete.topic.enable``: whether DeleteTopics may delete.
+    delete_topic_enable: bool = True
+    #: The broker settings given (known names, as given), for DescribeConfigs.
+    static: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str] | None) -> BrokerConfig:
@@ -142,6 +240,8 @@ class BrokerConfig:
                 fields[name] = _parse_int(key, value, low)
             elif key == "auto.create.topics.enable":
                 fields["auto_create_topics"] = _parse_bool(key, value)
+            elif key == "delete.topic.enable":
+                fields["delete_topic_enable"] = _parse_bool(key, value)
             elif key == "default.replication.factor":
                 if _parse_int(key, value, 1) != _REPLICATION_FACTOR:
                     raise InvalidConfigError(f"{key} = {value}: a single-node broker only has replication factor 1")
@@ -157,11 +257,22 @@ class BrokerConfig:
             else:
                 _log.warning("the configuration '%s' was supplied but isn't a known config", key)
         check_topic_configs(topic)
-        return cls(**fields, topic_defaults=tuple(sorted(topic.items())))
+        static = tuple(sorted((k, str(v).strip()) for k, v in (properties or {}).items() if k in _BROKER_DEFAULTS))
+        return cls(**fields, topic_defaults=tuple(sorted(topic.items())), static=static)
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
         """The :class:`LogConfig` of a topic: the broker's defaults, then the topic's overrides."""
         return check_topic_configs({**dict(self.topic_defaults), **(overrides or {})})
+
+
+#: The broker's own settings with their defaults (DescribeConfigs of the broker resource).
+_BROKER_DEFAULTS: dict[str, object] = {
+    "node.id": 0, "broker.id": 0, "auto.create.topics.enable": "true", "delete.topic.enable": "true",
+    "num.partitions": 1, "default.replication.factor": 1, "socket.request.max.bytes": 104_857_600,
+    "fetch.max.bytes": 57_671_680, "num.io.threads": 8, "log.retention.check.interval.ms": 300_000,
+    "producer.id.expiration.ms": 86_400_000, "advertised.host.name": None, "cluster.id": None,
+    "max.broker.partitions": 2**31 - 1,
+}
 
 
 def _parse_int(key: str, value: str, low: int) -> int:

@@ -46,6 +46,7 @@ from ..errors import (
 from ..protocol import ErrorCode, Request
 from ._limits import RateLimitedLog
 from ._state import _BrokerState, _Close, _Partition
+from ._upconvert import to_v2
 
 _log = logging.getLogger(__package__)
 #: Storage failures (a full disk, no descriptor left) repeat with every retry of every client:
@@ -57,6 +58,9 @@ _ACKS = (-1, 0, 1)
 _NO_ACKS = 0
 #: Produce requests may carry zstd batches from this version (KIP-110).
 _ZSTD_PRODUCE_VERSION = 7
+#: From this version Produce carries exactly one v2 batch a partition; below it, message sets
+#: of magic 0 or 1, which are converted to v2 (``_upconvert.py``).
+_V2_PRODUCE_VERSION = 3
 #: "No leader epoch" in a request (skips fencing) and in a response.
 _NO_EPOCH = -1
 #: A fetch session epoch meaning "no session", and the one that opens a session (KIP-227).
@@ -83,6 +87,8 @@ class _DataHandlers(_BrokerState):
         # Kafka: transactional records need an authorised transactional id, and this broker
         # authorises none (it has no transaction coordinator).
         refuse = _has_transactional_records(body)
+        if refuse:
+            self._unsupported(request.client_id, "transactional produce", "answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
         jobs: list[tuple[int, int, _Partition, memoryview]] = []
         results: list[list[dict[str, Any]]] = []
         for ti, t in enumerate(body["topic_data"]):
@@ -106,7 +112,7 @@ class _DataHandlers(_BrokerState):
                         jobs.append((ti, pi, partition, p["records"]))
             results.append(topic_results)
         if jobs:
-            outcomes = await self._in_executor(self._append_all, jobs)
+            outcomes = await self._in_executor(self._append_all, jobs, version < _V2_PRODUCE_VERSION)
             for (ti, pi, partition, _), outcome in zip(jobs, outcomes):
                 results[ti][pi].update(outcome)
                 partition.notify()
@@ -127,11 +133,12 @@ class _DataHandlers(_BrokerState):
         }
 
     @staticmethod
-    def _append_all(jobs: list[tuple[int, int, _Partition, memoryview]]) -> list[dict[str, Any]]:
+    def _append_all(jobs: list[tuple[int, int, _Partition, memoryview]], legacy: bool) -> list[dict[str, Any]]:
         outcomes = []
         for _, _, partition, records in jobs:
             try:
-                info = partition.log.append(MemoryRecords(records), leader_epoch=partition.epoch)
+                batch = to_v2(records) if legacy else MemoryRecords(records)
+                info = partition.log.append(batch, leader_epoch=partition.epoch)
             except (KafkalogError, OSError) as e:
                 code = _error_code(e)
                 if code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
@@ -277,9 +284,12 @@ def _has_transactional_records(body: dict[str, Any]) -> bool:
 
 
 def _check_produce_records(version: int, records: memoryview | None) -> tuple[ErrorCode, str] | None:
-    """Kafka's ``ProduceRequest.validateRecords`` for v3+: exactly one v2 batch, zstd from v7."""
+    """Kafka's ``ProduceRequest.validateRecords`` for v3+: exactly one v2 batch, zstd from v7
+    (v0-2 carry message sets, converted and checked at the append)."""
     if records is None:
         return ErrorCode.INVALID_RECORD, "Produce request with null records"
+    if version < _V2_PRODUCE_VERSION:
+        return None
     try:
         batches = iter(MemoryRecords(records).batches())
         first = next(batches, None)

@@ -24,7 +24,8 @@ sent by the kernel (``loop.sendfile`` after the response headers; :attr:`Broker.
 counts them).
 
 The state on disk (topics, the metadata file, the lock, producer id blocks) is described in
-``_state.py``; the request handlers live in ``_admin.py`` and ``_data.py``.
+``_state.py``; the request handlers live in ``_admin.py``, ``_admin_topics.py``,
+``_admin_configs.py`` and ``_data.py``; ``_unsupported.py`` logs what is not served.
 
 **Shutdown.** :meth:`Broker.stop` (SIGTERM or SIGINT under :func:`main`) stops accepting,
 answers the requests in flight (a long-polling Fetch returns at once), closes idle connections,
@@ -58,9 +59,12 @@ from ..protocol import (
     encode_response,
 )
 from ._admin import _AdminHandlers
+from ._admin_configs import _ConfigAdminHandlers
+from ._admin_topics import _TopicAdminHandlers
 from ._data import _DataHandlers
 from ._limits import descriptor_limit, open_descriptors
 from ._state import _Close
+from ._unsupported import PEER, client_id_of
 
 _log = logging.getLogger(__package__)
 
@@ -115,7 +119,7 @@ class _CloseWithLog(ConnectionError):
         super().__init__(reason)
 
 
-class Broker(_AdminHandlers, _DataHandlers):
+class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers):
     """A single-node Kafka-protocol broker serving the logs under ``log_dir``.
 
     Args:
@@ -158,6 +162,13 @@ class Broker(_AdminHandlers, _DataHandlers):
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            # the admin APIs (_admin_topics.py, _admin_configs.py)
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.DELETE_RECORDS: self._delete_records,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
         }
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -185,6 +196,8 @@ class Broker(_AdminHandlers, _DataHandlers):
         for sock in self._listeners:
             self._spawn(self._accept_tasks, self._accept_loop(sock))
         self._retention_task = asyncio.create_task(self._retention_loop())
+        self._remove_in_background(self._doomed_dirs)  # "-delete" directories a crash left
+        self._doomed_dirs = []
         _log.info("kafkalog broker serving %s on %s (%d topics)", self.log_dir, self.bootstrap, len(self._topics))
 
     async def stop(self) -> None:
@@ -344,6 +357,7 @@ class Broker(_AdminHandlers, _DataHandlers):
             writer.close()
             return
         self._connections.add(conn)
+        PEER.set(conn.peer)  # this connection's task only (see _unsupported.py)
         max_size = self.config.socket_request_max_bytes
         try:
             while not self._stopping:
@@ -390,9 +404,11 @@ class Broker(_AdminHandlers, _DataHandlers):
         try:
             request = decode_request(frame)
         except UnsupportedApiError as e:
-            raise ProtocolError(
-                f"{e.reason} (correlation id {e.correlation_id}); Kafka closes the connection on it"
-            ) from None
+            # Kafka closes the connection; the log says so once per client, not per request.
+            name = ApiKey(e.api_key).name if e.api_key in ApiKey._value2member_map_ else f"API key {e.api_key}"
+            self._unsupported(client_id_of(frame), f"{name} v{e.api_version}",
+                              f"{e.reason}; the connection is closed, as Kafka closes it")
+            raise _Close() from None
         self.requests += 1
         handler = self._handlers[request.api_key]
         body = await handler(request)

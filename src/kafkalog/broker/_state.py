@@ -3,7 +3,8 @@ directory's lock and the broker's metadata file, topic creation and retention.
 
 **State on disk.** Besides the partition directories (and Log's own checkpoint files), the log
 directory holds ``kafkalog-broker.json`` — the cluster id, each topic's id, partition count and
-config overrides, and the start of the next block of producer ids — rewritten atomically
+config overrides, the start of the next block of producer ids, and the topics being deleted
+(see ``_admin_topics.py``) — rewritten atomically
 (:func:`kafkalog.write_atomically`) on every change, and ``.kafkalog-broker.lock`` (an
 ``flock`` so two brokers never share a directory; Log's ``.lock`` stays Log's). Producer ids are handed
 out in blocks of 1,000 as Kafka's ``ProducerIdManager`` does: the block end is made durable
@@ -38,7 +39,9 @@ from .. import (
 from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from ..protocol import ErrorCode
 from ._config import BrokerConfig
+from ._deletion import finish_renames, is_delete_dir
 from ._limits import RateLimitedLog, partition_refusal, startup_refusal
+from ._unsupported import UnsupportedLog
 
 _log = logging.getLogger(__package__)
 
@@ -126,6 +129,13 @@ class _BrokerState:
         #: Refused creations and refused connections are warned about once a minute at most.
         self._warn_refusal = RateLimitedLog(_log)
         self._warn_accept = RateLimitedLog(_log)
+        #: Topics whose partition directories are being renamed for deletion (DeleteTopics):
+        #: kept in the metadata file until every rename is durable, so a restart finishes them.
+        self._deleting: set[str] = set()
+        #: ``-delete`` directories found at start, removed in the background once serving.
+        self._doomed_dirs: list[Path] = []
+        #: Requests for unsupported APIs and features: one log line per client and feature.
+        self._unsupported = UnsupportedLog()
 
     # -- facts ---------------------------------------------------------------------------------
 
@@ -196,6 +206,8 @@ class _BrokerState:
             isinstance(topics, dict)
             and isinstance(block, int) and not isinstance(block, bool) and block >= 0
             and isinstance(data.get("cluster_id", ""), str)
+            and isinstance(data.get("deleting", []), list)
+            and all(isinstance(n, str) and validate_topic_name(n) is None for n in data.get("deleting", []))
         )
         for name, t in topics.items() if ok else ():
             ok = (
@@ -223,6 +235,8 @@ class _BrokerState:
                 for name, t in sorted(topics.items())
             },
         }
+        if self._deleting:
+            data["deleting"] = sorted(self._deleting)
         write_atomically(self.log_dir / METADATA_FILE, json.dumps(data, indent=1, sort_keys=True).encode() + b"\n")
 
     def _load(self) -> None:
@@ -233,15 +247,25 @@ class _BrokerState:
         if not self._cluster_id:
             self._cluster_id = meta.get("cluster_id") or _new_cluster_id()
         found: dict[str, set[int]] = {}
+        deleting = set(meta.get("deleting", []))
+        undeleted: list[Path] = []
         for entry in os.scandir(self.log_dir):
             if not entry.is_dir():
+                continue
+            if is_delete_dir(entry.name):
+                self._doomed_dirs.append(Path(entry.path))
                 continue
             try:
                 topic, partition = parse_partition_dir(entry.name)
             except InvalidConfigError:
-                continue  # not a partition directory (Kafka's "-delete"/"-future" ones included)
-            if validate_topic_name(topic) is None:
+                continue  # not a partition directory (Kafka's "-future"/"-stray" ones included)
+            if topic in deleting:
+                undeleted.append(Path(entry.path))  # a DeleteTopics interrupted before this rename
+            elif validate_topic_name(topic) is None:
                 found.setdefault(topic, set()).add(partition)
+        if deleting:
+            self._doomed_dirs.extend(finish_renames(self.log_dir, undeleted))
+            # the file is rewritten below, without the deleting list
         declared = meta.get("topics", {})
         for name, partitions in found.items():
             if max(partitions) >= MAX_PARTITIONS_PER_TOPIC:
@@ -274,7 +298,7 @@ class _BrokerState:
                     max_seen = max(max_seen, max(ids))
         start = max(int(meta.get("next_producer_id_block", 0)), max_seen + 1)
         self._next_producer_id = self._producer_id_block_end = start
-        if not meta or found.keys() - declared.keys() or meta.get("cluster_id") != self._cluster_id:
+        if not meta or deleting or found.keys() - declared.keys() or meta.get("cluster_id") != self._cluster_id:
             self._write_metadata(self._topics, start)
 
     def _open_log(self, topic: str, index: int, config: LogConfig, topic_id: str | None) -> Log:
@@ -344,6 +368,8 @@ class _BrokerState:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
         if name in self._topics:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        if name in self._deleting:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion."
         for existing in self._topics:
             if _collides(name, existing):
                 return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {existing}"
@@ -356,6 +382,8 @@ class _BrokerState:
             await asyncio.sleep(interval)
             for topic in list(self._topics.values()):
                 for partition in topic.partitions:
+                    if partition.log.closed:
+                        continue  # its topic was deleted meanwhile
                     try:
                         await self._loop.run_in_executor(self._executor, partition.log.delete_old_segments)
                     except (KafkalogError, OSError):

@@ -6,7 +6,8 @@ request and response schema declared once, as data, under Kafka's names in snake
 =================  =======  ============================================================
 API (key)          versions notes
 =================  =======  ============================================================
-Produce (0)        3-8      records stay a memoryview of the request (no copy)
+Produce (0)        0-8      records stay a memoryview of the request (no copy); v0-2 carry
+                            message sets v0/v1, which the broker converts to a v2 batch
 Fetch (1)          4-11     records may be file slices, sent with sendfile after the headers
 ListOffsets (2)    1-5
 Metadata (3)       0-8
@@ -17,6 +18,16 @@ ApiVersions (18)   0-3      v3 is flexible (compact strings/arrays, tagged field
 CreateTopics (19)  0-4
 InitProducerId     0-1
 (22)
+DeleteTopics (20)  0-5      v6 names topics by id, which the served Metadata versions lack
+DeleteRecords      0-2      v2 is flexible
+(21)
+DescribeConfigs    0-4      v4 is flexible
+(32)
+AlterConfigs (33)  0-2      v2 is flexible
+CreatePartitions   0-3      v2+ are flexible
+(37)
+IncrementalAlter-  0-1      v1 is flexible
+Configs (44)
 =================  =======  ============================================================
 """
 
@@ -25,6 +36,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ._admin_apis import (
+    ALTER_CONFIGS_REQUEST,
+    ALTER_CONFIGS_RESPONSE,
+    CREATE_PARTITIONS_REQUEST,
+    CREATE_PARTITIONS_RESPONSE,
+    DELETE_RECORDS_REQUEST,
+    DELETE_RECORDS_RESPONSE,
+    DELETE_TOPICS_REQUEST,
+    DELETE_TOPICS_RESPONSE,
+    DESCRIBE_CONFIGS_REQUEST,
+    DESCRIBE_CONFIGS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_REQUEST,
+)
 from ._types import (
     BOOL,
     INT8,
@@ -52,7 +76,13 @@ class ApiKey(IntEnum):
     FIND_COORDINATOR = 10
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 class ErrorCode(IntEnum):
@@ -87,6 +117,7 @@ class ErrorCode(IntEnum):
     TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     KAFKA_STORAGE_ERROR = 56
+    TOPIC_DELETION_DISABLED = 73
     FETCH_SESSION_ID_NOT_FOUND = 70
     INVALID_FETCH_SESSION_EPOCH = 71
     FENCED_LEADER_EPOCH = 74
@@ -314,7 +345,7 @@ class ApiSpec:
 APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
-        ApiSpec(ApiKey.PRODUCE, 3, 8, 9, PRODUCE_REQUEST, PRODUCE_RESPONSE),
+        ApiSpec(ApiKey.PRODUCE, 0, 8, 9, PRODUCE_REQUEST, PRODUCE_RESPONSE),
         ApiSpec(ApiKey.FETCH, 4, 11, 12, FETCH_REQUEST, FETCH_RESPONSE),
         ApiSpec(ApiKey.LIST_OFFSETS, 1, 5, 6, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
         ApiSpec(ApiKey.METADATA, 0, 8, 9, METADATA_REQUEST, METADATA_RESPONSE),
@@ -322,6 +353,13 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.API_VERSIONS, 0, 3, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
         ApiSpec(ApiKey.CREATE_TOPICS, 0, 4, 5, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 1, 2, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+        # the admin APIs (``_admin_apis.py``)
+        ApiSpec(ApiKey.DELETE_TOPICS, 0, 5, 4, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
+        ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2, DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE),
+        ApiSpec(ApiKey.DESCRIBE_CONFIGS, 0, 4, 4, DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
+        ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+        ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
+        ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1, INCREMENTAL_ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
     )
 }
 
