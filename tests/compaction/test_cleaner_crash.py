@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import scaled
-from test_cleaner import committed_view, kv, latest_per_key, marker
+from .test_cleaner import committed_view, kv, latest_per_key, marker
 
 from kafkalog import Compression, ControlRecordType, Log, LogConfig
 from kafkalog.cleaner import LogCleaner

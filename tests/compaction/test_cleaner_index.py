@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_cleaner import T0, Clock, compact, kv
+from .test_cleaner import T0, Clock, compact, kv
 
 from kafkalog import Compression, Log, LogSegment
 from kafkalog.cleaner import LogCleaner

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from test_cleaner import committed_view
+from .test_cleaner import committed_view
 
 from kafkalog import (
     Compression,
