@@ -31,6 +31,7 @@ from kafkalog import (
     LogConfig,
     RecordBatchBuilder,
     TimestampType,
+    native,
 )
 from kafkalog.cleaner import LogCleaner
 from kafkalog.producer_state import AppendOrigin
@@ -208,4 +209,32 @@ class CompactionModel(RuleBasedStateMachine):
 CompactionModel.TestCase.settings = settings(
     max_examples=settings.default.max_examples // 2, stateful_step_count=30, deadline=None
 )
-TestCompaction = pytest.mark.timeout_guard(180)(CompactionModel.TestCase)
+
+
+@pytest.fixture(autouse=True)
+def core() -> None:
+    """A unittest case cannot be parametrized: each core gets its own case below (overrides the
+    package's parametrized fixture)."""
+    return None
+
+
+class _OnCore(CompactionModel.TestCase):
+    __test__ = False  # only its two subclasses run
+    pure = False
+
+    def runTest(self) -> None:
+        with native.use(pure=self.pure):
+            super().runTest()
+
+
+@pytest.mark.skipif(not native.available(), reason="the compiled core is not built")
+@pytest.mark.timeout_guard(180)
+class TestCompactionNative(_OnCore):
+    __test__ = True
+    pure = False
+
+
+@pytest.mark.timeout_guard(180)
+class TestCompactionPure(_OnCore):
+    __test__ = True
+    pure = True
