@@ -168,7 +168,7 @@ put_v2(PyObject *self, PyObject *args)
     }
     Py_ssize_t puts = 0;
     int64_t last = -1;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *ts = count >= NOGIL_RECORDS ? PyEval_SaveThread() : NULL;
     /* First every digest (nothing changes if the batch is malformed), then the puts. */
     rc = kl_walk_v2(view.buf, pos, end, count, put_record, &c, NULL, &fail_index, &fail_pos);
     if (rc == 0) {
@@ -194,7 +194,8 @@ put_v2(PyObject *self, PyObject *args)
             puts++;
         }
     }
-    Py_END_ALLOW_THREADS
+    if (ts != NULL)
+        PyEval_RestoreThread(ts);
     PyMem_Free(c.items);
     PyBuffer_Release(&view);
     PyBuffer_Release(&table);
