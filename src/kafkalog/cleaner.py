@@ -47,6 +47,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
+from . import native
 from .cleaner_filter import CleanedTransactionMetadata, CleanerFilter
 from .cleaner_manager import (  # noqa: F401 (cleanable_offsets, max_compaction_delay: importable here too)
     LogToClean,
@@ -62,7 +63,6 @@ from .cleaner_stats import (  # noqa: F401
     SegmentCleanStats,
     Throttler,
 )
-from . import native
 from .errors import InvalidConfigError, KafkalogError, LogCleaningAbortedError
 from .log import Log
 from .offset_map import OffsetMap

@@ -391,7 +391,7 @@ class _Kept:
     is a tombstone, and how to re-encode the kept ones (``rebuild(horizon, level)`` ->
     ``(entry, max timestamp, shallow last offset, last kept offset)``)."""
 
-    __slots__ = ("read", "count", "tombstone", "rebuild")
+    __slots__ = ("count", "read", "rebuild", "tombstone")
 
     def __init__(self, read: int, count: int, tombstone: bool, rebuild) -> None:
         self.read, self.count, self.tombstone, self.rebuild = read, count, tombstone, rebuild

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 from conftest import scaled
-from .test_cleaner import committed_view, kv, latest_per_key, marker
 
 from kafkalog import Compression, ControlRecordType, Log, LogConfig
 from kafkalog.cleaner import LogCleaner
 from kafkalog.producer_state import AppendOrigin
+
+from .test_cleaner import committed_view, kv, latest_per_key, marker
 
 T0 = 1_700_000_000_000
 SRC = Path(__file__).resolve().parents[2] / "src"

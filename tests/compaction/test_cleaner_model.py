@@ -22,7 +22,6 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from .test_cleaner import committed_view
 
 from kafkalog import (
     Compression,
@@ -35,6 +34,8 @@ from kafkalog import (
 )
 from kafkalog.cleaner import LogCleaner
 from kafkalog.producer_state import AppendOrigin
+
+from .test_cleaner import committed_view
 
 T0 = 1_700_000_000_000
 RETENTION = 100  # delete.retention.ms
@@ -215,7 +216,7 @@ CompactionModel.TestCase.settings = settings(
 def core() -> None:
     """A unittest case cannot be parametrized: each core gets its own case below (overrides the
     package's parametrized fixture)."""
-    return None
+    return
 
 
 class _OnCore(CompactionModel.TestCase):

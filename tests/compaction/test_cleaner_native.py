@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from .test_cleaner import examples
 
 from kafkalog import (
     Compression,
@@ -36,6 +35,8 @@ from kafkalog.producer_state import AppendOrigin
 from kafkalog.recordbatch import encode_batch, encode_record
 from kafkalog.records import filter_to
 
+from .test_cleaner import examples
+
 pytestmark = pytest.mark.skipif(native.ext is None, reason="the compiled core is not built or KAFKALOG_PUREPYTHON=1")
 
 T0 = 1_700_000_000_000
@@ -45,7 +46,7 @@ CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ
 @pytest.fixture(autouse=True)
 def core() -> None:
     """These tests pick the core per call (overrides the package's parametrized fixture)."""
-    return None
+    return
 
 
 def ext():
@@ -75,7 +76,7 @@ def test_md5_matches_the_rfc_1321_vectors(data: bytes, digest: str) -> None:
 
 def test_md5_at_every_length_around_the_block_boundaries() -> None:
     data = bytes(range(256)) * 20
-    for n in [*range(0, 200), 4095, 4096, 4097, len(data)]:
+    for n in [*range(200), 4095, 4096, 4097, len(data)]:
         assert ext().md5(data[:n]) == hashlib.md5(data[:n]).digest(), n
     assert ext().md5(memoryview(data)[3:77]) == hashlib.md5(data[3:77]).digest()
 
