@@ -68,7 +68,7 @@ from .log import Log
 from .offset_map import OffsetMap
 from .producer_state import LastRecord
 from .record import MAGIC_V2, RecordBatch
-from .records import MemoryRecords, filter_to
+from .records import MemoryRecords, filter_to, records_span
 from .segment import LogSegment
 
 _log = logging.getLogger("kafkalog.cleaner")
@@ -404,7 +404,7 @@ class Cleaner:
         offset_map = self.offset_map
         count = batch.count
         if native.ext is not None and batch.magic >= MAGIC_V2 and count:
-            data, begin, end = batch.payload()
+            data, begin, end = records_span(batch)
             try:
                 return offset_map.put_batch(data, begin, end, count, batch.base_offset, start, max_entries), count
             except native.Invalid:

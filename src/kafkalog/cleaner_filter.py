@@ -141,7 +141,7 @@ class CleanerFilter(RecordFilter):
             return batch.last_offset == last.last_data_offset
         return batch.is_control and batch.producer_epoch == last.producer_epoch
 
-    def retain_payload(self, batch: RecordBatch, data: bytes, start: int, end: int) -> PayloadVerdict | None:
+    def retain_payload(self, batch: RecordBatch, data: bytes | memoryview, start: int, end: int) -> PayloadVerdict | None:
         """:meth:`retain` for a v2 data batch on the compiled core, from its payload; None (take
         the pure path) on the pure core, for the batches :meth:`retain` treats apart (markers,
         aborted data), when counting by key, and for a payload the compiled walk rejects (the

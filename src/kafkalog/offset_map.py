@@ -151,7 +151,7 @@ class OffsetMap:
     # -- whole batches at once (the compiled core) ------------------------------------------
 
     def put_batch(
-        self, data: bytes, start: int, end: int, count: int, base_offset: int, min_offset: int, max_entries: int
+        self, data: bytes | memoryview, start: int, end: int, count: int, base_offset: int, min_offset: int, max_entries: int
     ) -> bool:
         """Put every keyed record of a v2 batch payload ``data[start:end]`` (``count`` records)
         at or past ``min_offset``, in order, stopping before a key once the map holds
@@ -179,7 +179,7 @@ class OffsetMap:
         return status == 1
 
     def filter_batch(
-        self, data: bytes, start: int, end: int, count: int, base_offset: int, retain_deletes: bool
+        self, data: bytes | memoryview, start: int, end: int, count: int, base_offset: int, retain_deletes: bool
     ) -> tuple[bytes, int, bool, int, int, int]:
         """The keep/drop pass over a v2 data batch payload: ``(flags, kept, kept_tombstone,
         keyless, superseded, tombstones)``, one flag byte per record (1: keep). A record is kept

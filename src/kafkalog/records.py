@@ -30,6 +30,7 @@ from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import CorruptRecordError, TruncatedRecordError
 from .legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch, encode_message_set
 from .record import (
+    COMPRESSION_CODEC_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -41,6 +42,7 @@ from .record import (
 )
 from .recordbatch import (
     RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
     DefaultRecordBatch,
     encode_batch,
     encode_record,
@@ -261,7 +263,7 @@ class RecordFilter(ABC):
         """One flag per record of ``batch`` (in order): keep it or not. Called only for batches
         not dropped by :meth:`check_batch_retention`."""
 
-    def retain_payload(self, batch: RecordBatch, data: bytes, start: int, end: int) -> PayloadVerdict | None:
+    def retain_payload(self, batch: RecordBatch, data: bytes | memoryview, start: int, end: int) -> PayloadVerdict | None:
         """:meth:`retain` for a non-empty v2 batch from its (decompressed) payload
         ``data[start:end]``, without decoding records, or None to be asked :meth:`retain`
         instead (the default). Only called on the compiled core."""
@@ -410,9 +412,19 @@ def _kept_from_records(batch: RecordBatch, record_filter: RecordFilter) -> _Kept
     )  # fmt: skip
 
 
+def records_span(batch: RecordBatch) -> tuple[bytes | memoryview, int, int]:
+    """A v2 batch's records as ``(buffer, start, end)`` for the compiled loops: the entry itself
+    when it is uncompressed (no copy: the walk stays within ``[start, end)``), else
+    :meth:`~kafkalog.recordbatch.DefaultRecordBatch.payload` (decompressed)."""
+    if batch.attributes & COMPRESSION_CODEC_MASK == 0:
+        entry = batch.entry()
+        return entry, RECORDS_OFFSET, len(entry)
+    return batch.payload()
+
+
 def _kept_from_payload(batch: RecordBatch, record_filter: RecordFilter) -> _Kept | None:
     """The compiled path for a v2 batch, or None when the filter wants the records."""
-    data, start, end = batch.payload()
+    data, start, end = records_span(batch)
     verdict = record_filter.retain_payload(batch, data, start, end)
     if verdict is None:
         return None
