@@ -164,7 +164,8 @@ class OffsetMap:
             OverflowError: the map has no free slot (as :meth:`put`).
         """
         ext = native.ext
-        assert ext is not None
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
         entries, puts, last, lookups, probes, status = ext.put_v2(
             self._table, data, start, end, count, base_offset, min_offset, self._entries, max_entries
         )
@@ -189,7 +190,8 @@ class OffsetMap:
         Compiled only, like :meth:`put_batch`; raises ``native.Invalid`` for a malformed payload.
         """
         ext = native.ext
-        assert ext is not None
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
         flags, kept, kept_tombstone, keyless, superseded, tombstones, lookups, probes = ext.filter_v2(
             self._table, data, start, end, count, base_offset, self._latest, retain_deletes
         )
