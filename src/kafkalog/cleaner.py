@@ -47,6 +47,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
+from . import native
 from .cleaner_filter import CleanedTransactionMetadata, CleanerFilter
 from .cleaner_manager import (  # noqa: F401 (cleanable_offsets, max_compaction_delay: importable here too)
     LogToClean,
@@ -66,8 +67,8 @@ from .errors import InvalidConfigError, KafkalogError, LogCleaningAbortedError
 from .log import Log
 from .offset_map import OffsetMap
 from .producer_state import LastRecord
-from .record import RecordBatch
-from .records import MemoryRecords, filter_to
+from .record import MAGIC_V2, RecordBatch
+from .records import MemoryRecords, filter_to, records_span
 from .segment import LogSegment
 
 _log = logging.getLogger("kafkalog.cleaner")
@@ -368,7 +369,6 @@ class Cleaner:
     ) -> tuple[bool, int]:
         offset_map = self.offset_map
         max_entries = int(offset_map.slots * self.load_factor)
-        put = offset_map.put
         position = segment.offset_index.lookup(start).position
         read = 0
         for chunk in self._chunks(log, segment, position):
@@ -382,15 +382,11 @@ class Cleaner:
                 elif txns.on_batch(batch):
                     stats.map_records_read += batch.count or 0  # aborted: not mapped
                 else:
-                    records = batch.records()
-                    for record in records:
-                        key = record.key
-                        if key is not None and record.offset >= start:
-                            if offset_map.size >= max_entries:
-                                stats.map_bytes_read += chunk_bytes
-                                return True, read + chunk_bytes
-                            put(key, record.offset)
-                    stats.map_records_read += len(records)
+                    full, records = self._map_batch(batch, start, max_entries)
+                    if full:
+                        stats.map_bytes_read += chunk_bytes
+                        return True, read + chunk_bytes
+                    stats.map_records_read += records
                 if batch.last_offset >= start:
                     offset_map.update_latest_offset(batch.last_offset)
             self.throttler.maybe_throttle(chunk_bytes)
@@ -401,6 +397,26 @@ class Cleaner:
         # An offset gap at the segment's end: what was mapped reaches the next segment.
         offset_map.update_latest_offset(next_segment_start - 1)
         return False, read
+
+    def _map_batch(self, batch: RecordBatch, start: int, max_entries: int) -> tuple[bool, int]:
+        """Put the keys of a data batch's records at or past ``start``: ``(full, records)``,
+        full when the map reached ``max_entries`` first (the rest of the batch is not mapped)."""
+        offset_map = self.offset_map
+        count = batch.count
+        if native.ext is not None and batch.magic >= MAGIC_V2 and count:
+            data, begin, end = records_span(batch)
+            try:
+                return offset_map.put_batch(data, begin, end, count, batch.base_offset, start, max_entries), count
+            except native.Invalid:
+                pass  # the pure loop below raises the typed error
+        records = batch.records()
+        for record in records:
+            key = record.key
+            if key is not None and record.offset >= start:
+                if offset_map.size >= max_entries:
+                    return True, len(records)
+                offset_map.put(key, record.offset)
+        return False, len(records)
 
     def _chunks(self, log: Log, segment: LogSegment, position: int) -> Iterable[list[RecordBatch]]:
         """The segment's batches from ``position``, checked (CRC and structure), in runs of

@@ -13,10 +13,11 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from . import native
 from .offset_map import OffsetMap
 from .producer_state import LastRecord
 from .record import MAGIC_V2, ControlRecordType, Record, RecordBatch
-from .records import BatchRetention, RecordFilter
+from .records import BatchRetention, PayloadVerdict, RecordFilter
 from .segment import LogSegment
 from .txn_index import AbortedTxn
 
@@ -139,6 +140,33 @@ class CleanerFilter(RecordFilter):
         if last.last_data_offset is not None:
             return batch.last_offset == last.last_data_offset
         return batch.is_control and batch.producer_epoch == last.producer_epoch
+
+    def retain_payload(self, batch: RecordBatch, data: bytes | memoryview, start: int, end: int) -> PayloadVerdict | None:
+        """:meth:`retain` for a v2 data batch on the compiled core, from its payload; None (take
+        the pure path) on the pure core, for the batches :meth:`retain` treats apart (markers,
+        aborted data), when counting by key, and for a payload the compiled walk rejects (the
+        pure path then raises the typed error)."""
+        if (
+            native.ext is None or batch.magic < MAGIC_V2 or batch.is_control or self.discard_records
+            or self.by_key is not None
+        ):  # fmt: skip
+            return None
+        horizon = batch.delete_horizon_ms
+        retain_deletes = horizon is None or self.current_time < horizon
+        try:
+            flags, kept, kept_tombstone, keyless, superseded, tombstones = self.map.filter_batch(
+                data, start, end, batch.count, batch.base_offset, retain_deletes
+            )
+        except native.Invalid:
+            return None
+        removed = self.removed
+        if keyless:
+            removed["keyless"] += keyless
+        if superseded:
+            removed["superseded"] += superseded
+        if tombstones:
+            removed["tombstone"] += tombstones
+        return PayloadVerdict(flags, kept, kept_tombstone)
 
     def retain(self, batch: RecordBatch, records: Sequence[Record]) -> list[bool]:
         if self.discard_records:

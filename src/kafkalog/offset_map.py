@@ -5,6 +5,11 @@ One slot is a 16-byte MD5 digest of the key and an 8-byte offset (:attr:`OffsetM
 all slots in one numpy array of unsigned 64-bit cells: (digest low half, digest high half,
 offset). A slot is found by Kafka's probe sequence: the successive 4-byte windows of the digest,
 then linear probing from the last window.
+
+The per-record loops -- digest and put every key of a batch, and look every key of a batch up
+for the keep/drop pass -- also exist compiled (``kafkalog._native``: ``put_v2``, ``filter_v2``),
+working on the same array; :meth:`OffsetMap.put_batch` and :meth:`OffsetMap.filter_batch` call
+them and keep the map's counters as the pure loops would.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import struct
 
 import numpy as np
 
+from . import native
 from .errors import InvalidConfigError
 
 #: The digest as the two little-endian 64-bit cells it is stored in (MD5: 16 bytes).
@@ -141,6 +147,57 @@ class OffsetMap:
     def get_digest(self, digest: bytes) -> int:
         cell, found = self._find(digest)
         return self._cells[cell + _OFFSET_CELL] if found else -1
+
+    # -- whole batches at once (the compiled core) ------------------------------------------
+
+    def put_batch(
+        self, data: bytes | memoryview, start: int, end: int, count: int, base_offset: int, min_offset: int, max_entries: int
+    ) -> bool:
+        """Put every keyed record of a v2 batch payload ``data[start:end]`` (``count`` records)
+        at or past ``min_offset``, in order, stopping before a key once the map holds
+        ``max_entries`` (Kafka's load factor). Returns whether it stopped there.
+
+        Compiled only: callers check ``native.ext`` first. A malformed payload raises
+        ``native.Invalid`` before the map changes (re-run the batch on the pure path).
+
+        Raises:
+            OverflowError: the map has no free slot (as :meth:`put`).
+        """
+        ext = native.ext
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
+        entries, puts, last, lookups, probes, status = ext.put_v2(
+            self._table, data, start, end, count, base_offset, min_offset, self._entries, max_entries
+        )
+        self._entries = entries
+        self._lookups += lookups
+        self._probes += probes
+        if puts:
+            self._latest = last
+            self._dirty = True
+        if status == 2:
+            raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
+        return status == 1
+
+    def filter_batch(
+        self, data: bytes | memoryview, start: int, end: int, count: int, base_offset: int, retain_deletes: bool
+    ) -> tuple[bytes, int, bool, int, int, int]:
+        """The keep/drop pass over a v2 data batch payload: ``(flags, kept, kept_tombstone,
+        keyless, superseded, tombstones)``, one flag byte per record (1: keep). A record is kept
+        when it lies past :attr:`latest_offset`, or has a key, is not older than the key's mapped
+        offset and is not a tombstone that ``retain_deletes`` lets go (``CleanerFilter.retain``).
+
+        Compiled only, like :meth:`put_batch`; raises ``native.Invalid`` for a malformed payload.
+        """
+        ext = native.ext
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
+        flags, kept, kept_tombstone, keyless, superseded, tombstones, lookups, probes = ext.filter_v2(
+            self._table, data, start, end, count, base_offset, self._latest, retain_deletes
+        )
+        self._lookups += lookups
+        self._probes += probes
+        return flags, kept, kept_tombstone, keyless, superseded, tombstones
 
     def update_latest_offset(self, offset: int) -> None:
         self._latest = offset

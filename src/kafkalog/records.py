@@ -25,10 +25,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from . import native
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import CorruptRecordError, TruncatedRecordError
 from .legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch, encode_message_set
 from .record import (
+    COMPRESSION_CODEC_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -40,6 +42,7 @@ from .record import (
 )
 from .recordbatch import (
     RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
     DefaultRecordBatch,
     encode_batch,
     encode_record,
@@ -260,6 +263,21 @@ class RecordFilter(ABC):
         """One flag per record of ``batch`` (in order): keep it or not. Called only for batches
         not dropped by :meth:`check_batch_retention`."""
 
+    def retain_payload(self, batch: RecordBatch, data: bytes | memoryview, start: int, end: int) -> PayloadVerdict | None:
+        """:meth:`retain` for a non-empty v2 batch from its (decompressed) payload
+        ``data[start:end]``, without decoding records, or None to be asked :meth:`retain`
+        instead (the default). Only called on the compiled core."""
+        return None
+
+
+class PayloadVerdict(NamedTuple):
+    """What :meth:`RecordFilter.retain_payload` keeps: one flag byte per record (1: keep), how
+    many are kept, and whether a kept one is a tombstone (a null value)."""
+
+    flags: bytes
+    kept: int
+    kept_tombstone: bool
+
 
 class RetainedBatch(NamedTuple):
     """One batch :func:`filter_to` wrote: where in the output, and what indexing it needs."""
@@ -320,6 +338,10 @@ def filter_to(
     flags; v0/v1: a wrapper at the last kept offset, as Kafka's builder writes it. A v2 batch
     kept with no records (``RETAIN_EMPTY``) becomes a 61-byte header that still carries its
     producer's sequence range.
+
+    On the compiled core a v2 batch the filter can judge from its payload
+    (:meth:`RecordFilter.retain_payload`) is filtered and re-encoded without a ``Record`` per
+    record; the bytes written are the same.
     """
     result = FilterResult()
     for batch in batches:
@@ -328,33 +350,32 @@ def filter_to(
         result.batches_read += 1
         if retention is BatchRetention.DELETE:
             continue
-        records = batch.records()
-        result.records_read += len(records)
-        flags = record_filter.retain(batch, records)
-        if len(flags) != len(records):
-            raise ValueError(f"the filter returned {len(flags)} flags for {len(records)} records")
-        kept = [r for r, keep in zip(records, flags) if keep]
         v2 = batch.magic >= MAGIC_V2
-        if kept:
-            has_tombstone = any(r.value is None for r in kept)
+        kept: _Kept | None = None
+        if v2 and native.ext is not None and batch.count:
+            kept = _kept_from_payload(batch, record_filter)
+        if kept is None:
+            kept = _kept_from_records(batch, record_filter)
+        result.records_read += kept.read
+        if kept.count:
             needs_horizon = (
-                v2 and (has_tombstone or marker_for_empty_txn) and batch.delete_horizon_ms is None
+                v2 and (kept.tombstone or marker_for_empty_txn) and batch.delete_horizon_ms is None
             )
             position = len(out)
-            if len(kept) == len(records) and not needs_horizon:
+            if kept.count == kept.read and not needs_horizon:
                 raw = batch.entry()
                 out += raw
-                result._kept(position, len(raw), batch.last_offset, batch.max_timestamp, batch.last_offset, len(kept))
+                result._kept(position, len(raw), batch.last_offset, batch.max_timestamp, batch.last_offset, kept.count)
             else:
                 if needs_horizon:
                     horizon: int | None = record_filter.current_time + record_filter.delete_retention_ms
                     result.horizons_set += 1
                 else:
                     horizon = batch.delete_horizon_ms
-                raw, max_ts, last = _rebuild(batch, kept, horizon, compression_level)
+                raw, max_ts, last, max_offset = kept.rebuild(horizon, compression_level)
                 out += raw
                 result.batches_rewritten += 1
-                result._kept(position, len(raw), kept[-1].offset, max_ts, last, len(kept))
+                result._kept(position, len(raw), max_offset, max_ts, last, kept.count)
         elif retention is BatchRetention.RETAIN_EMPTY and v2:
             # Kafka throws for an empty legacy batch here ("Empty batches are only supported
             # for magic v2"), which marks the whole log uncleanable; a legacy message set has no
@@ -367,11 +388,69 @@ def filter_to(
     return result
 
 
+class _Kept:
+    """What a filter keeps of one batch: ``read`` records, ``count`` kept, whether a kept one
+    is a tombstone, and how to re-encode the kept ones (``rebuild(horizon, level)`` ->
+    ``(entry, max timestamp, shallow last offset, last kept offset)``)."""
+
+    __slots__ = ("count", "read", "rebuild", "tombstone")
+
+    def __init__(self, read: int, count: int, tombstone: bool, rebuild) -> None:
+        self.read, self.count, self.tombstone, self.rebuild = read, count, tombstone, rebuild
+
+
+def _kept_from_records(batch: RecordBatch, record_filter: RecordFilter) -> _Kept:
+    """The reference path: decode every record and ask :meth:`RecordFilter.retain`."""
+    records = batch.records()
+    flags = record_filter.retain(batch, records)
+    if len(flags) != len(records):
+        raise ValueError(f"the filter returned {len(flags)} flags for {len(records)} records")
+    kept = [r for r, keep in zip(records, flags) if keep]
+    return _Kept(
+        len(records), len(kept), any(r.value is None for r in kept),
+        lambda horizon, level: _rebuild(batch, kept, horizon, level),
+    )  # fmt: skip
+
+
+def records_span(batch: RecordBatch) -> tuple[bytes | memoryview, int, int]:
+    """A v2 batch's records as ``(buffer, start, end)`` for the compiled loops: the entry itself
+    when it is uncompressed (no copy: the walk stays within ``[start, end)``), else
+    :meth:`~kafkalog.recordbatch.DefaultRecordBatch.payload` (decompressed)."""
+    if batch.attributes & COMPRESSION_CODEC_MASK == 0:
+        entry = batch.entry()
+        return entry, RECORDS_OFFSET, len(entry)
+    return batch.payload()
+
+
+def _kept_from_payload(batch: RecordBatch, record_filter: RecordFilter) -> _Kept | None:
+    """The compiled path for a v2 batch, or None when the filter wants the records."""
+    data, start, end = records_span(batch)
+    verdict = record_filter.retain_payload(batch, data, start, end)
+    if verdict is None:
+        return None
+
+    def rebuild(horizon: int | None, level: int | None) -> tuple[bytes, int, int, int]:
+        ext = native.ext
+        log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+        try:
+            payload, count, base_ts, max_ts, last_kept = ext.rebuild_v2(
+                data, start, end, batch.count, verdict.flags, batch.base_offset, batch.base_timestamp,
+                batch.max_timestamp if log_append else None, horizon,
+            )  # fmt: skip
+        except native.Invalid:  # e.g. a header key that is not ASCII: the pure encoder decides
+            kept = [r for r, keep in zip(batch.records(), verdict.flags) if keep]
+            return _rebuild(batch, kept, horizon, level)
+        entry = _encode_like(batch, payload, count, base_ts, max_ts, horizon, level)
+        return entry, max_ts, batch.last_offset, last_kept
+
+    return _Kept(batch.count, verdict.kept, verdict.kept_tombstone, rebuild)
+
+
 def _rebuild(
     batch: RecordBatch, kept: list[Record], horizon: int | None, level: int | None
-) -> tuple[bytes, int, int]:
+) -> tuple[bytes, int, int, int]:
     """Re-encode ``kept`` in a batch like ``batch`` (Kafka's ``buildRetainedRecordsInto``):
-    ``(entry bytes, max timestamp, offset of the max timestamp)``."""
+    ``(entry bytes, max timestamp, shallow last offset, last kept offset)``."""
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     if batch.magic < MAGIC_V2:
         entry = encode_message_set(
@@ -383,19 +462,27 @@ def _rebuild(
             compression_level=level,
         )
         max_ts = batch.max_timestamp if log_append else max(r.timestamp for r in kept)
-        return entry, max_ts, kept[-1].offset
+        return entry, max_ts, kept[-1].offset, kept[-1].offset
     base = batch.base_offset
     # MemoryRecordsBuilder: the base timestamp is the delete horizon when there is one, else
     # the first record's; under LogAppendTime every record reads as the batch's append time.
     base_ts = horizon if horizon is not None else kept[0].timestamp
     max_ts = batch.max_timestamp if log_append else max(r.timestamp for r in kept)
     payload = b"".join(encode_record(r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers) for r in kept)
-    entry = encode_batch(
+    entry = _encode_like(batch, payload, len(kept), base_ts, max_ts, horizon, level)
+    return entry, max_ts, batch.last_offset, kept[-1].offset
+
+
+def _encode_like(
+    batch: RecordBatch, payload: bytes, count: int, base_ts: int, max_ts: int, horizon: int | None, level: int | None
+) -> bytes:
+    """A v2 batch of ``count`` encoded records with ``batch``'s metadata."""
+    return encode_batch(
         payload,
-        count=len(kept),
-        base_offset=base,
+        count=count,
+        base_offset=batch.base_offset,
         # The original last offset stays, so the producer's last sequence survives compaction.
-        last_offset_delta=batch.last_offset - base,
+        last_offset_delta=batch.last_offset - batch.base_offset,
         base_timestamp=base_ts,
         max_timestamp=max_ts,
         compression=batch.compression,
@@ -409,7 +496,6 @@ def _rebuild(
         partition_leader_epoch=batch.partition_leader_epoch,
         compression_level=level,
     )
-    return entry, max_ts, batch.last_offset
 
 
 def _empty_batch(batch: RecordBatch) -> bytes:

@@ -39,6 +39,8 @@ kl_get_writable(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t 
 
 static PyMethodDef *const tables[] = {
     kl_walk_methods,
+    kl_md5_methods,
+    kl_cleaner_methods,
 };
 
 static int

@@ -118,8 +118,13 @@ int kl_walk_v2(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int32_t count
 int kl_next_header(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend,
                    Py_ssize_t *key_pos, int32_t *key_len, Py_ssize_t *value_pos, int32_t *value_len);
 
+/* ---- MD5 (md5.c): the offset map's key digest, RFC 1321 ----------------------------------- */
+void kl_md5(const uint8_t *data, size_t len, uint8_t out[16]);
+
 /* ---- method tables, one per C file; module.c adds each to the module ---------------------- */
 extern PyMethodDef kl_walk_methods[];
+extern PyMethodDef kl_md5_methods[];
+extern PyMethodDef kl_cleaner_methods[];
 
 /* A read-only contiguous view of any buffer-protocol object (bytes, memoryview, mmap, numpy). */
 int kl_get_buffer(PyObject *obj, Py_buffer *view);

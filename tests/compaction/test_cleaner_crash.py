@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 from conftest import scaled
-from test_cleaner import committed_view, kv, latest_per_key, marker
 
-from kafkalog import Compression, ControlRecordType, Log, LogConfig
+from kafkalog import Compression, ControlRecordType, Log, LogConfig, native
 from kafkalog.cleaner import LogCleaner
 from kafkalog.producer_state import AppendOrigin
+
+from .test_cleaner import committed_view, kv, latest_per_key, marker
 
 T0 = 1_700_000_000_000
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -121,11 +122,20 @@ def prepared(request, tmp_path_factory):
     return segment_bytes, base, before, after, bounds
 
 
+def _core_env() -> dict[str, str]:
+    """The environment of a child process: on the core this test runs on."""
+    env = dict(os.environ)
+    env.pop(native.FORCE_PURE_ENV, None)
+    if native.ext is None:
+        env[native.FORCE_PURE_ENV] = "1"
+    return env
+
+
 def _run_child(directory: Path, step: str, nth: int, segment_bytes: int) -> int:
     code = CHILD.format(src=str(SRC), now=T0)
     proc = subprocess.run(
         [sys.executable, "-c", code, str(directory), step, str(nth), str(segment_bytes)],
-        capture_output=True, text=True, timeout=scaled(60),
+        capture_output=True, text=True, timeout=scaled(60), env=_core_env(),
     )  # fmt: skip
     assert proc.returncode in (0, 9), proc.stderr
     return proc.returncode
@@ -179,7 +189,7 @@ def test_sigkill_at_random_instants(prepared, tmp_path) -> None:
         code = CHILD.format(src=str(SRC), now=T0)
         proc = subprocess.Popen(
             [sys.executable, "-c", code, str(case), "never", "1", str(segment_bytes)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, text=True, env=_core_env(),
         )  # fmt: skip
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(rnd.uniform(0.0, 0.15))

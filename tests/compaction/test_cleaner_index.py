@@ -11,11 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_cleaner import T0, Clock, compact, kv
 
 from kafkalog import Compression, Log, LogSegment
 from kafkalog.cleaner import LogCleaner
 from kafkalog.tools import verify_path
+
+from .test_cleaner import T0, Clock, compact, kv
 
 
 def _index_files(directory: Path, base_offset: int) -> tuple[bytes, bytes]:

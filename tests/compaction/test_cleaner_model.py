@@ -22,7 +22,6 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from test_cleaner import committed_view
 
 from kafkalog import (
     Compression,
@@ -31,9 +30,12 @@ from kafkalog import (
     LogConfig,
     RecordBatchBuilder,
     TimestampType,
+    native,
 )
 from kafkalog.cleaner import LogCleaner
 from kafkalog.producer_state import AppendOrigin
+
+from .test_cleaner import committed_view
 
 T0 = 1_700_000_000_000
 RETENTION = 100  # delete.retention.ms
@@ -208,4 +210,32 @@ class CompactionModel(RuleBasedStateMachine):
 CompactionModel.TestCase.settings = settings(
     max_examples=settings.default.max_examples // 2, stateful_step_count=30, deadline=None
 )
-TestCompaction = pytest.mark.timeout_guard(180)(CompactionModel.TestCase)
+
+
+@pytest.fixture(autouse=True)
+def core() -> None:
+    """A unittest case cannot be parametrized: each core gets its own case below (overrides the
+    package's parametrized fixture)."""
+    return
+
+
+class _OnCore(CompactionModel.TestCase):
+    __test__ = False  # only its two subclasses run
+    pure = False
+
+    def runTest(self) -> None:
+        with native.use(pure=self.pure):
+            super().runTest()
+
+
+@pytest.mark.skipif(native.ext is None, reason="the compiled core is not built or KAFKALOG_PUREPYTHON=1")
+@pytest.mark.timeout_guard(180)
+class TestCompactionNative(_OnCore):
+    __test__ = True
+    pure = False
+
+
+@pytest.mark.timeout_guard(180)
+class TestCompactionPure(_OnCore):
+    __test__ = True
+    pure = True

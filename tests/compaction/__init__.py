@@ -1,0 +1,1 @@
+"""The log cleaner's tests (a package, so its conftest does not shadow tests/conftest.py)."""
