@@ -27,9 +27,9 @@ except ImportError:  # pragma: no cover
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = None  # type: ignore[assignment,misc]
 
 try:  # pyspark >= 4.2: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow
 except ImportError:  # pragma: no cover
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in on pyspark versions without Trigger.AvailableNow for Python sources."""
