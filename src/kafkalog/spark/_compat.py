@@ -21,6 +21,11 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
         f'kafkalog.spark needs pyspark >= 4.0 and pyarrow ({_e}): pip install "kafkalog[spark]"'
     ) from None
 
+try:  # pyspark >= 4.1: Arrow batches for streaming writers (the kafkalog sink)
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
+
 try:  # pyspark >= 4.1: filter pushdown
     from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 except ImportError:  # pragma: no cover

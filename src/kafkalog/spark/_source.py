@@ -79,6 +79,7 @@ from ._arrow import (
 from ._compat import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     EqualTo,
     GreaterThan,
@@ -215,6 +216,15 @@ class KafkalogDataSource(DataSource):
 
     def writer(self, schema: Any, overwrite: bool) -> _Writer:
         return _Writer(_write_options(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        """``writeStream.format("kafkalog")``: each micro-batch appended exactly once (_sink)."""
+        from ._sink import _sink_id, _StreamWriter
+
+        if DataSourceStreamArrowWriter is None:
+            raise InvalidConfigError("writeStream.format(\"kafkalog\") needs pyspark >= 4.1")
+        sink_id = _sink_id(self.options)
+        return _StreamWriter(_write_options(self.options, schema, overwrite), sink_id)
 
 
 def _check_schema(schema: Any, options: _ReadOptions) -> None:
