@@ -26,6 +26,8 @@ exactly once, whatever stops when.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -99,6 +101,14 @@ class _StreamWriter(DataSourceStreamArrowWriter or object):  # type: ignore[misc
     commit exactly once (see the module docstring)."""
 
     def __init__(self, options: _WriteOptions, sink_id: str) -> None:
+        # pyspark makes the writer more than once per query (the tasks' and the commit's may be
+        # different instances): the staging directory is one per sink, not the writer's random
+        # one, and is made by each micro-batch's tasks when they write (see write), so that a
+        # stopped query leaves none behind.
+        for directory in (options.staging, os.path.dirname(options.staging)):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        options = dataclasses.replace(options, staging=os.path.join(os.path.dirname(options.staging), f"sink-{sink_id}"))
         self.options = options
         self.writer = _Writer(options)
         self.state_path = os.path.join(options.path, f"{_STATE_PREFIX}{sink_id}.json")
