@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
 
@@ -33,6 +34,7 @@ def main() -> None:
         .config("spark.executor.memory", "512m")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.task.maxFailures", "1")  # the relative-path read fails at once, not 4 times
         # kafkalog must be importable by the executors' Python workers (docs/spark.md,
         # "Cluster deployment"): here the interpreter and the source tree the test runs.
         .config("spark.pyspark.python", sys.executable)
@@ -41,7 +43,11 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     kafkalog.spark.register(spark)
-    out: dict = {"driver_cwd": os.getcwd()}
+    out: dict = {"driver_cwd": os.getcwd(), "seconds": {}}
+    began = time.monotonic()
+
+    def lap(name: str) -> None:
+        out["seconds"][name] = round(time.monotonic() - began, 1)
     absolute = os.path.abspath(relative)
 
     def values(df) -> list:
@@ -52,8 +58,10 @@ def main() -> None:
 
     try:
         out["executor_cwd"] = spark.sparkContext.parallelize([0], 1).map(lambda _: os.getcwd()).first()
+        lap("session")
         df = spark.read.format("kafkalog").load(absolute)
         out["batch"] = values(df)
+        lap("batch")
         try:
             out["relative"] = values(spark.read.format("kafkalog").load(relative))
         except Exception as e:  # noqa: BLE001 - reported to the test, which asserts on it
@@ -62,8 +70,10 @@ def main() -> None:
         (df.selectExpr("key", "value", "timestamp", "topic", "partition")
          .write.format("kafkalog").mode("append").save(copy))
         out["copy"] = values(spark.read.format("kafkalog").load(copy))
+        lap("write")
         report = kafkalog.spark.verify(spark, absolute)
         out["verify"] = [[r.path, r.ok] for r in report.select("path", "ok").collect()]
+        lap("verify")
 
         # A stream into the kafkalog sink, stopped, new data appended, restarted.
         stream_src, sink, checkpoint = os.path.abspath("stream-src"), os.path.abspath("sink"), os.path.abspath("ckpt")
@@ -78,7 +88,7 @@ def main() -> None:
         def run() -> None:
             query = (
                 spark.readStream.format("kafkalog").option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", "25").load(stream_src)
+                .option("maxOffsetsPerTrigger", "40").load(stream_src)
                 .selectExpr("value", "'events-copy' AS topic", "partition")
                 .writeStream.format("kafkalog").option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True).start(sink)
@@ -95,6 +105,7 @@ def main() -> None:
         append([f"second-{i}".encode() for i in range(40)])
         run()
         run()  # nothing new
+        lap("stream")
         out["stream"] = [bytes.fromhex(v[3]).decode() for v in sorted(values(spark.read.format("kafkalog").load(sink)),
                                                                         key=lambda v: v[2])]
     except Exception:  # noqa: BLE001

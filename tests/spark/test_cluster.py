@@ -108,7 +108,7 @@ def results(cluster):
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).parent / "cluster_driver.py"), url, env["PYTHONPATH"].split(os.pathsep)[0],
          "cl/logs"],
-        cwd=driver, env=env, capture_output=True, text=True, timeout=scaled(110),
+        cwd=driver, env=env, capture_output=True, text=True, timeout=scaled(240),
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert proc.returncode == 0 and lines, f"driver failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

@@ -25,18 +25,19 @@ from kafkalog.spark._write import _write_options  # noqa: E402
 pytestmark = pytest.mark.spark
 
 
-def sink_query(spark, src: Path, out: Path, checkpoint: Path, **options):
+def sink_query(spark, src: Path, out: Path, checkpoint: Path, sink_id: str | None = None, **options):
     reader = spark.readStream.format("kafkalog").option("startingOffsets", "earliest")
     for k, v in options.items():
         reader = reader.option(k, str(v))
-    return (
+    writer = (
         reader.load(str(src))
         .selectExpr("key", "value", "'copy' AS topic", "partition", "timestamp")
         .writeStream.format("kafkalog")
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start(str(out))
     )
+    if sink_id is not None:
+        writer = writer.option("sinkId", sink_id)
+    return writer.trigger(availableNow=True).start(str(out))
 
 
 def run(query) -> None:
@@ -84,7 +85,7 @@ def test_stream_sink_exactly_once_across_restarts_and_replays(spark, tmp_path):
     # A second query with a fresh checkpoint (batch ids from 0 again) is refused, not skipped.
     with pytest.raises(Exception, match="written by another query"):
         run(sink_query(spark, src, out, tmp_path / "checkpoint2"))
-    run(sink_query(spark, src, out, tmp_path / "checkpoint3", sinkId="second"))
+    run(sink_query(spark, src, out, tmp_path / "checkpoint3", sink_id="second"))
     assert len(copied(out)[0]) == 2 * 37
 
 
