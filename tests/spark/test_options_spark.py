@@ -90,12 +90,13 @@ def test_include_metadata_columns(spark, tmp_path):
         plain = RecordBatchBuilder()
         plain.append(b"k", b"plain", timestamp=T0)
         log.append(plain.build(), leader_epoch=3)
+        log.roll()  # the rows come from two segment files
         log.append(_txn_batch(7, 0, 3, 1), leader_epoch=4)
         log.append(RecordBatchBuilder.end_transaction_marker(
             ControlRecordType.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=1, timestamp=T0,
         ), origin=AppendOrigin.COORDINATOR, leader_epoch=4)
         log.append(_txn_batch(7, 3, 2, 5), leader_epoch=5)
-        segments = {s.name: [] for s in sorted((root / "tx-0").glob("*.log"))}
+    segments = {s.name for s in (root / "tx-0").glob("*.log")}
     df = read(spark, root, includeMetadata=True, includeHeaders=True)
     assert df.columns[-7:] == ["headers", "producerId", "producerEpoch", "baseSequence", "partitionLeaderEpoch",
                                "isTransactional", "segment"]
