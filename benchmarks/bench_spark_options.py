@@ -31,14 +31,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import cpu_facts, git_describe, parse_size, table  # noqa: E402
+from _harness import cpu_facts, git_describe, parse_size, table
 
-from kafkalog import Log, LogConfig, RecordBatchBuilder  # noqa: E402
-from kafkalog.spark._arrow import _arrow_batches  # noqa: E402
-from kafkalog.spark._discovery import _discover  # noqa: E402
-from kafkalog.spark._options import _ReadOptions  # noqa: E402
-from kafkalog.spark._partition import _PartitionLog  # noqa: E402
-from kafkalog.spark._plan import _plan, _resolve_bounds  # noqa: E402
+from kafkalog import Log, LogConfig, RecordBatchBuilder
+from kafkalog.spark._arrow import _arrow_batches
+from kafkalog.spark._discovery import _discover
+from kafkalog.spark._options import _ReadOptions
+from kafkalog.spark._partition import _PartitionLog
+from kafkalog.spark._plan import _plan, _resolve_bounds
 
 
 def build(directory: Path, records: int) -> None:
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
         rows = [["hardware: read the segment bytes", f"{size / hw / 1e9:.2f} GB/s", "", ""]]
         base = None
         for name, options in cases:
-            seconds, n = best(lambda: read_all(root, **options), args.repeats)
+            seconds, n = best(lambda options=options: read_all(root, **options), args.repeats)
             assert n == args.records, (name, n)
             rate = args.records / seconds
             base = base or rate

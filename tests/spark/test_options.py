@@ -5,6 +5,7 @@ Spark rejects them, ``minPartitions`` (Spark's KafkaOffsetRangeCalculator),
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 
@@ -197,7 +198,7 @@ def test_offset_ranges_cover_each_range_exactly(ranges, min_partitions):
         parts = got[key]
         assert parts[0].start == whole.start and parts[-1].end == whole.end
         assert all(p.start < p.end for p in parts)
-        assert all(x.end == y.start for x, y in zip(parts, parts[1:]))
+        assert all(x.end == y.start for x, y in itertools.pairwise(parts))
     total = sum(len(p) for p in got.values())
     if len(nonempty) < min_partitions:
         # Spark: "approximately" minPartitions, never fewer than the ranges.
@@ -217,7 +218,7 @@ def test_min_partitions_splits_offset_ranges_into_input_partitions(logs):
     for plog in plogs:
         mine = [s for s in split if (s.topic, s.partition) == (plog.dir.topic, plog.dir.partition)]
         ranges = sorted({(s.start_offset, s.end_offset) for s in mine})
-        for (a, b), (c, d) in zip(ranges, ranges[1:]):
+        for (a, b), (c, d) in itertools.pairwise(ranges):
             assert b >= c
     # orders-0 holds 400 of the 450 offsets: Spark's rule gives it most of the 40 parts.
     zero = {(s.start_offset, s.end_offset) for s in split if s.partition == 0}

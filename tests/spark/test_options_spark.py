@@ -10,16 +10,16 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from spark_fixtures import rows, spark  # noqa: E402,F401
-from test_spark import T0, _txn_batch, build_log, direct_rows, read  # noqa: E402
-from test_spark_stream import append, stream  # noqa: E402
+from spark_fixtures import rows, spark  # noqa: F401
+from test_spark import T0, _txn_batch, build_log, direct_rows, read
+from test_spark_stream import append, stream
 
-from kafkalog import AppendOrigin, ControlRecordType, Log, LogConfig, RecordBatchBuilder  # noqa: E402
-from kafkalog.spark import _stream  # noqa: E402
-from kafkalog.spark._options import _ReadOptions  # noqa: E402
-from kafkalog.spark._stream import _StreamReader  # noqa: E402
+from kafkalog import AppendOrigin, ControlRecordType, Log, LogConfig, RecordBatchBuilder
+from kafkalog.spark import _stream
+from kafkalog.spark._options import _ReadOptions
+from kafkalog.spark._stream import _StreamReader
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout_guard(120)]  # Spark jobs: slow on a busy machine
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,17 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-import pyarrow as pa  # noqa: E402
-from spark_fixtures import spark  # noqa: E402,F401
-from test_spark_stream import append  # noqa: E402
+import pyarrow as pa
+from spark_fixtures import spark  # noqa: F401
+from test_spark_stream import append
 
-from kafkalog import Log  # noqa: E402
-from kafkalog.errors import InvalidConfigError, KafkalogError  # noqa: E402
-from kafkalog.spark import _sink  # noqa: E402
-from kafkalog.spark._sink import _SinkState, _StreamWriter  # noqa: E402
-from kafkalog.spark._write import _write_options  # noqa: E402
+from kafkalog import Log
+from kafkalog.errors import InvalidConfigError, KafkalogError
+from kafkalog.spark import _sink
+from kafkalog.spark._sink import _SinkState, _StreamWriter
+from kafkalog.spark._write import _write_options
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout_guard(120)]  # Spark jobs: slow on a busy machine
 
 
 def sink_query(spark, src: Path, out: Path, checkpoint: Path, sink_id: str | None = None, **options):

@@ -99,7 +99,7 @@ def _offset_ranges(bounds: list[tuple[str, _Bounds]], min_partitions: int | None
 
 def _round_half_up(x: float) -> int:
     """Scala's ``math.round``: halves round up (Python's ``round`` rounds them to even)."""
-    return int(math.floor(x + 0.5))
+    return math.floor(x + 0.5)
 
 
 def _plan_range(plog: _PartitionLog, b: _Bounds, options: _ReadOptions, time_floor: int | None,

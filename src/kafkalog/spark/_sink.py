@@ -39,7 +39,7 @@ from typing import Any
 from .. import Log, LogConfig, write_atomically
 from ..errors import InvalidConfigError, KafkalogError
 from ._compat import DataSourceStreamArrowWriter, pa
-from ._write import _WriteCommit, _Writer, _WriteOptions
+from ._write import _WriteCommit, _WriteOptions, _Writer
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
