@@ -26,14 +26,16 @@ and decodes runs of batches with :func:`kafkalog.columnar.decode_columns` into A
 batches of at most ``maxRecordsPerBatch`` records, without a Python object per record.
 
 Options (Spark's Kafka source names where one exists; see docs/spark.md for the full table):
-``subscribe``, ``subscribePattern``, ``includeInternalTopics``, ``startingOffsets``,
+``subscribe``, ``subscribePattern``, ``assign``, ``includeInternalTopics``, ``startingOffsets``,
 ``endingOffsets``, ``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
 ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``isolationLevel`` (or
-``kafka.isolation.level``), ``includeHeaders``, ``failOnCorruption``, ``failOnDataLoss``,
-``checkCrcs``, ``maxBytesPerPartition``, ``maxRecordsPerBatch``, ``pushFilters``,
-``maxOffsetsPerTrigger``, ``statsPath``; for writing ``topic``, ``partition``,
-``numPartitions``, ``compression``, ``maxBatchBytes``, ``stagingDir`` and Kafka's topic
-settings by their names (``segment.bytes``, ``message.timestamp.type``, ...).
+``kafka.isolation.level``), ``includeHeaders``, ``includeMetadata``, ``failOnCorruption``,
+``failOnDataLoss``, ``checkCrcs``, ``maxBytesPerPartition``, ``maxRecordsPerBatch``,
+``minPartitions``, ``pushFilters``, ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+``maxTriggerDelay``, ``statsPath``; for writing ``topic``, ``partition``, ``numPartitions``,
+``compression``, ``maxBatchBytes``, ``stagingDir`` and Kafka's topic settings by their names
+(``segment.bytes``, ``message.timestamp.type``, ...), and ``sinkId`` for the streaming sink
+(``_sink``: each micro-batch appended exactly once across restarts).
 
 Corruption: ``failOnCorruption=true`` (default) fails the task with the file and byte position;
 ``false`` skips the bad batch -- to the end of its declared size when the next entry frames
