@@ -16,6 +16,7 @@ from test_spark_stream import append, stream
 
 from kafkalog import AppendOrigin, ControlRecordType, Log, LogConfig, RecordBatchBuilder
 from kafkalog.spark import _stream
+from kafkalog.spark._arrow import _arrow_schema
 from kafkalog.spark._options import _ReadOptions
 from kafkalog.spark._stream import _StreamReader
 
@@ -101,6 +102,10 @@ def test_include_metadata_columns(spark, tmp_path):
     assert df.columns[-7:] == ["headers", "producerId", "producerEpoch", "baseSequence", "partitionLeaderEpoch",
                                "isTransactional", "segment"]
     assert [f.dataType.simpleString() for f in df.schema.fields[-6:]] == ["bigint", "smallint", "int", "int", "boolean", "string"]
+    # The Arrow batches the executors yield have exactly the types Spark expects.
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert to_arrow_schema(df.schema, timezone="UTC").equals(_arrow_schema(True, True))
     got = [tuple(r) for r in df.selectExpr("offset", "producerId", "producerEpoch", "baseSequence",
                                            "partitionLeaderEpoch", "isTransactional", "segment").orderBy("offset").collect()]
     assert [r[:6] for r in got] == [

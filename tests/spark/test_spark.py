@@ -19,6 +19,7 @@ from conftest import DATA, SHARED_CORPUS  # noqa: E402
 from spark_fixtures import rows, spark  # noqa: E402,F401
 
 import kafkalog.spark._source as ks  # noqa: E402
+from kafkalog.spark._arrow import ARROW_SCHEMA_WITH_HEADERS  # noqa: E402
 from kafkalog import (  # noqa: E402
     Compression,
     ControlRecordType,
@@ -161,13 +162,13 @@ def test_schema_is_sparks_kafka_schema(spark, logs):
     ]
     assert read(spark, logs).columns == df.columns[:-1]
     # The Arrow batches the executors yield have exactly the types Spark expects.
-    assert to_arrow_schema(df.schema, timezone="UTC").equals(ks.ARROW_SCHEMA_WITH_HEADERS, check_metadata=True)
-    assert str(ks.ARROW_SCHEMA_WITH_HEADERS.field("headers").type) == "list<element: struct<key: string, value: binary>>"
+    assert to_arrow_schema(df.schema, timezone="UTC").equals(ARROW_SCHEMA_WITH_HEADERS, check_metadata=True)
+    assert str(ARROW_SCHEMA_WITH_HEADERS.field("headers").type) == "list<element: struct<key: string, value: binary>>"
     options = _ReadOptions(path=str(logs), include_headers=True)
     plog = _PartitionLog(_PartitionDir("orders", 0, str(logs / "orders-0")), options)
     slices = _plan([plog], _resolve_bounds([plog], options), options)
     batch = next(_arrow_batches(slices[0], options))
-    assert batch.schema.equals(ks.ARROW_SCHEMA_WITH_HEADERS)
+    assert batch.schema.equals(ARROW_SCHEMA_WITH_HEADERS)
     assert batch.schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
     assert [batch.schema.field(n).type for n in ("key", "value", "topic")] == [pa.binary(), pa.binary(), pa.string()]
 
