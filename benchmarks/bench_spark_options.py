@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         build(root / "bench-0", args.records)
         size = raw_bytes(root)  # warm the page cache
         cpu, flags = cpu_facts()
-        print(f"kafkalog {git_describe(Path(__file__))}; {cpu} ({flags}); {os.cpu_count()} cores; "
+        print(f"kafkalog {git_describe(Path(__file__).resolve().parent)}; {cpu} ({flags}); {os.cpu_count()} cores; "
               f"{args.records:,} records, {size / 1e6:.0f} MB of segments; best of {args.repeats}")
         hw, _ = best(lambda: raw_bytes(root), args.repeats)
         cases = [
