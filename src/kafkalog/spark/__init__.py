@@ -19,7 +19,8 @@ and reading need no pyspark: ``_options`` (read options), ``_discovery`` (partit
 directories and segments), ``_partition`` (one partition log's bounds and indexes), ``_plan``
 (bounds and input partitions), ``_read`` (a slice on the executor), ``_stats``, ``_reader``
 (the public reader). The pyspark side: ``_compat`` (the optional imports), ``_source`` (the
-data source and batch reader), ``_stream`` (the stream reader), ``_write`` (the writer); its
+data source and batch reader), ``_stream`` (the stream reader), ``_write`` (the writer),
+``_sink`` (the streaming sink); its
 names are imported on first use, so that ``import kafkalog.spark`` and the reader work
 without pyspark installed.
 """

@@ -21,15 +21,32 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
         f'kafkalog.spark needs pyspark >= 4.0 and pyarrow ({_e}): pip install "kafkalog[spark]"'
     ) from None
 
+try:  # pyspark >= 4.1: Arrow batches for streaming writers (the kafkalog sink)
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pragma: no cover
+    DataSourceStreamArrowWriter = None  # type: ignore[assignment,misc]
+
 try:  # pyspark >= 4.1: filter pushdown
-    from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+    from pyspark.sql.datasource import (
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
+    )
 except ImportError:  # pragma: no cover
     EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = None  # type: ignore[assignment,misc]
 
 try:  # pyspark >= 4.2: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
 except ImportError:  # pragma: no cover
-    ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in on pyspark versions without Trigger.AvailableNow for Python sources."""

@@ -40,7 +40,8 @@ class _PartitionDir:
 
 def _discover(options: _ReadOptions) -> list[_PartitionDir]:
     """Partition directories under ``options.path`` (a log directory, a partition directory or a
-    glob of either), filtered by subscription; sorted by topic and partition."""
+    glob of either), filtered by subscription (``subscribe``, ``subscribePattern`` or
+    ``assign``); sorted by topic and partition."""
     matches = sorted(_glob.glob(options.path)) if _glob.has_magic(options.path) else [options.path]
     if not matches:
         raise InvalidConfigError(f"no directory matches {options.path!r}")
@@ -60,7 +61,10 @@ def _discover(options: _ReadOptions) -> list[_PartitionDir]:
             if parsed is None or not os.path.isdir(directory):
                 continue
             topic, partition = parsed["topic"], int(parsed["partition"])
-            if options.subscribe is not None:
+            if options.assign is not None:
+                if not options.assigned(topic, partition):  # Spark's assign: only those partitions
+                    continue
+            elif options.subscribe is not None:
                 if topic not in options.subscribe:
                     continue
             elif pattern is not None:
@@ -104,3 +108,11 @@ def _segment_bases(directory: str) -> list[int]:
 def _log_path(directory: str, base: int) -> str:
     """The segment file of ``base`` in ``directory`` (the directory spelled as given)."""
     return os.path.join(directory, log_file(directory, base).name)
+
+
+def _missing_assigned(options: _ReadOptions, dirs: list[_PartitionDir]) -> list[str]:
+    """The ``assign``ed topic-partitions no directory holds (``topic-partition`` names)."""
+    if options.assign is None:
+        return []
+    present = {(d.topic, d.partition) for d in dirs}
+    return [f"{t}-{p}" for t, parts in options.assign for p in parts if (t, p) not in present]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,53 +56,99 @@ def _plan(plogs: Sequence[_PartitionLog], bounds: dict[str, _Bounds], options: _
     split at index entries every ``maxBytesPerPartition``; ``time_floor`` (a pushed lower
     bound on timestamps) also skips segments and leading index ranges wholly below it."""
     out: list[_Slice] = []
+    ranges = _offset_ranges(
+        [(plog.dir.path, bounds[plog.dir.path]) for plog in plogs if plog.dir.path in bounds], options.min_partitions
+    )
     for plog in plogs:
-        b = bounds.get(plog.dir.path)
-        if b is None or b.start >= b.end:
-            continue
-        aborted = None
-        if options.read_committed:
-            aborted = tuple(
-                (t.producer_id, t.first_offset, t.last_offset)
-                for t in plog.aborted_txns(b.start)
-                if t.first_offset < b.end
-            )
-        segments = plog.segments
-        for i, segment in enumerate(segments):
-            nxt = segments[i + 1].base if i + 1 < len(segments) else None
-            if segment.base >= b.end or (nxt is not None and nxt <= b.start):
-                continue
-            last = nxt is None
-            start_offset = max(b.start, segment.base)
-            if time_floor is not None:
-                if plog.max_timestamp(i) < time_floor:
-                    continue
-                times = segment.times
-                if times.entries and times.entry(0).timestamp < time_floor:
-                    # every record up to the floor entry's offset is older than the floor
-                    start_offset = max(start_offset, times.lookup(time_floor - 1).offset + 1)
-            with FileRecords.open(segment.path) as records:
-                natural_end = min(plog.end_position if last else segment.size, records.size_in_bytes)
-                end_position = natural_end
-                start_position = plog.seek(segment, start_offset, records) if start_offset > segment.base else 0
-                index = segment.offsets
-                if b.end < (nxt if nxt is not None else plog.end_offset) and index.entries:
-                    # The batch at the entry after the first entry at or past the end starts
-                    # past the end, and so does everything after it.
-                    k = bisect.bisect_left(range(index.entries), b.end, key=lambda i: index.entry(i).offset)
-                    if k + 1 < index.entries:
-                        position = index.entry(k + 1).position
-                        if start_position < position < end_position and _batch_at(records, position, segment.base):
-                            end_position = position
-                splits = _split_points(segment, records, start_position, end_position, options.max_bytes_per_partition)
-            edges = [start_position, *splits, end_position]
-            for k in range(len(edges) - 1):
-                strict = k + 1 < len(edges) - 1 or end_position < natural_end  # ends at an index boundary
-                out.append(_Slice(
-                    plog.dir.topic, plog.dir.partition, segment.path, segment.base, edges[k], edges[k + 1],
-                    start_offset, b.end, strict, aborted,
-                ))
+        for b in ranges.get(plog.dir.path, ()):
+            _plan_range(plog, b, options, time_floor, out)
     return out
+
+
+def _offset_ranges(bounds: list[tuple[str, _Bounds]], min_partitions: int | None) -> dict[str, list[_Bounds]]:
+    """Spark's ``KafkaOffsetRangeCalculator``: with ``minPartitions`` above the number of
+    non-empty ranges, a range gets ``round(size / total * minPartitions)`` parts (at least one);
+    the ranges left whole are taken out of the sums, and the rest share what remains of
+    ``minPartitions``; a range is cut into parts of equal offsets (the last takes the rest)."""
+    ranges = [(path, b) for path, b in bounds if b.end > b.start]
+    if min_partitions is None or len(ranges) >= min_partitions:
+        return {path: [b] for path, b in ranges}
+
+    def parts_of(size: int, total: int, wanted: int) -> int:
+        return max(_round_half_up(size / total * wanted), 1)
+
+    total = sum(b.end - b.start for _, b in ranges)
+    whole = {path for path, b in ranges if parts_of(b.end - b.start, total, min_partitions) == 1}
+    split_total = total - sum(b.end - b.start for path, b in ranges if path in whole)
+    split_wanted = max(min_partitions - len(whole), 1)
+    out: dict[str, list[_Bounds]] = {}
+    for path, b in ranges:
+        size = b.end - b.start
+        parts = 1 if path in whole else parts_of(size, split_total, split_wanted)
+        remaining, start, pieces = size, b.start, []
+        for k in range(parts):
+            this = remaining // (parts - k)
+            remaining -= this
+            end = min(start + this, b.end)
+            if end > start:
+                pieces.append(_Bounds(start, end))
+            start = end
+        out[path] = pieces
+    return out
+
+
+def _round_half_up(x: float) -> int:
+    """Scala's ``math.round``: halves round up (Python's ``round`` rounds them to even)."""
+    return math.floor(x + 0.5)
+
+
+def _plan_range(plog: _PartitionLog, b: _Bounds, options: _ReadOptions, time_floor: int | None,
+                out: list[_Slice]) -> None:
+    """The slices of one partition's offsets [b.start, b.end), appended to ``out``."""
+    if b.start >= b.end:
+        return
+    aborted = None
+    if options.read_committed:
+        aborted = tuple(
+            (t.producer_id, t.first_offset, t.last_offset)
+            for t in plog.aborted_txns(b.start)
+            if t.first_offset < b.end
+        )
+    segments = plog.segments
+    for i, segment in enumerate(segments):
+        nxt = segments[i + 1].base if i + 1 < len(segments) else None
+        if segment.base >= b.end or (nxt is not None and nxt <= b.start):
+            continue
+        last = nxt is None
+        start_offset = max(b.start, segment.base)
+        if time_floor is not None:
+            if plog.max_timestamp(i) < time_floor:
+                continue
+            times = segment.times
+            if times.entries and times.entry(0).timestamp < time_floor:
+                # every record up to the floor entry's offset is older than the floor
+                start_offset = max(start_offset, times.lookup(time_floor - 1).offset + 1)
+        with FileRecords.open(segment.path) as records:
+            natural_end = min(plog.end_position if last else segment.size, records.size_in_bytes)
+            end_position = natural_end
+            start_position = plog.seek(segment, start_offset, records) if start_offset > segment.base else 0
+            index = segment.offsets
+            if b.end < (nxt if nxt is not None else plog.end_offset) and index.entries:
+                # The batch at the entry after the first entry at or past the end starts
+                # past the end, and so does everything after it.
+                k = bisect.bisect_left(range(index.entries), b.end, key=lambda i: index.entry(i).offset)
+                if k + 1 < index.entries:
+                    position = index.entry(k + 1).position
+                    if start_position < position < end_position and _batch_at(records, position, segment.base):
+                        end_position = position
+            splits = _split_points(segment, records, start_position, end_position, options.max_bytes_per_partition)
+        edges = [start_position, *splits, end_position]
+        for k in range(len(edges) - 1):
+            strict = k + 1 < len(edges) - 1 or end_position < natural_end  # ends at an index boundary
+            out.append(_Slice(
+                plog.dir.topic, plog.dir.partition, segment.path, segment.base, edges[k], edges[k + 1],
+                start_offset, b.end, strict, aborted,
+            ))
 
 
 def _split_points(segment: _Segment, records: FileRecords, start: int, end: int, max_bytes: int) -> list[int]:

@@ -14,6 +14,9 @@ import logging
 import os
 import struct
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+import numpy as np
 
 from .. import (
     LOG_OVERHEAD,
@@ -124,6 +127,41 @@ def _resync(records: FileRecords, s: _Slice, bad: int, end: int) -> int:
 def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
     """The slice's records in [start, end) offsets, as columns of at most
     ``maxRecordsPerBatch`` records (control records left out)."""
+    for columns, _ in _read_slice_batches(s, options):
+        yield columns
+
+
+class _BatchHeaders(NamedTuple):
+    """The header fields of the batches some record columns came from, in offset order (one
+    element per batch): what ``includeMetadata`` adds to each row from its batch."""
+
+    last_offset: np.ndarray  # int64: a row belongs to the first batch whose last offset reaches it
+    producer_id: np.ndarray  # int64
+    producer_epoch: np.ndarray  # int16
+    base_sequence: np.ndarray  # int32
+    partition_leader_epoch: np.ndarray  # int32
+    is_transactional: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, batches: list[RecordBatch]) -> _BatchHeaders:
+        return cls(
+            np.fromiter((b.last_offset for b in batches), np.int64, len(batches)),
+            np.fromiter((b.producer_id for b in batches), np.int64, len(batches)),
+            np.fromiter((b.producer_epoch for b in batches), np.int16, len(batches)),
+            np.fromiter((b.base_sequence for b in batches), np.int32, len(batches)),
+            np.fromiter((b.partition_leader_epoch for b in batches), np.int32, len(batches)),
+            np.fromiter((b.is_transactional for b in batches), np.bool_, len(batches)),
+        )
+
+    def rows(self, offsets: np.ndarray) -> np.ndarray:
+        """For each row offset, the index of its batch."""
+        return np.searchsorted(self.last_offset, offsets, side="left")
+
+
+def _read_slice_batches(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColumns, _BatchHeaders | None]]:
+    """:func:`_read_slice`, each part with the headers of the batches it came from when
+    ``includeMetadata`` asks for them (else None)."""
+    want = options.include_metadata
     stats = _Stats(options.stats_path)
     try:
         records = FileRecords.open(s.path)
@@ -157,7 +195,9 @@ def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
                 continue
             n = batch.count if batch.magic >= MAGIC_V2 else 1  # v0/v1 have no count: an entry counts as one
             if chunk and (count + n > limit or size >= _CHUNK_BYTES):
-                yield from _emit(chunk, s, options, stats, records if shallow else None)
+                headers = _BatchHeaders.of(chunk) if want else None
+                for part in _emit(chunk, s, options, stats, records if shallow else None):
+                    yield part, headers
                 chunk, count, size = [], 0, 0
             chunk.append(batch)
             count += n
@@ -165,7 +205,9 @@ def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
             if last >= s.end_offset - 1:
                 break
         if chunk:
-            yield from _emit(chunk, s, options, stats, records if shallow else None)
+            headers = _BatchHeaders.of(chunk) if want else None
+            for part in _emit(chunk, s, options, stats, records if shallow else None):
+                yield part, headers
     finally:
         records.close()
         stats.write()

@@ -26,14 +26,16 @@ and decodes runs of batches with :func:`kafkalog.columnar.decode_columns` into A
 batches of at most ``maxRecordsPerBatch`` records, without a Python object per record.
 
 Options (Spark's Kafka source names where one exists; see docs/spark.md for the full table):
-``subscribe``, ``subscribePattern``, ``includeInternalTopics``, ``startingOffsets``,
+``subscribe``, ``subscribePattern``, ``assign``, ``includeInternalTopics``, ``startingOffsets``,
 ``endingOffsets``, ``startingTimestamp``, ``endingTimestamp``, ``startingOffsetsByTimestamp``,
 ``endingOffsetsByTimestamp``, ``startingOffsetsByTimestampStrategy``, ``isolationLevel`` (or
-``kafka.isolation.level``), ``includeHeaders``, ``failOnCorruption``, ``failOnDataLoss``,
-``checkCrcs``, ``maxBytesPerPartition``, ``maxRecordsPerBatch``, ``pushFilters``,
-``maxOffsetsPerTrigger``, ``statsPath``; for writing ``topic``, ``partition``,
-``numPartitions``, ``compression``, ``maxBatchBytes``, ``stagingDir`` and Kafka's topic
-settings by their names (``segment.bytes``, ``message.timestamp.type``, ...).
+``kafka.isolation.level``), ``includeHeaders``, ``includeMetadata``, ``failOnCorruption``,
+``failOnDataLoss``, ``checkCrcs``, ``maxBytesPerPartition``, ``maxRecordsPerBatch``,
+``minPartitions``, ``pushFilters``, ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+``maxTriggerDelay``, ``statsPath``; for writing ``topic``, ``partition``, ``numPartitions``,
+``compression``, ``maxBatchBytes``, ``stagingDir`` and Kafka's topic settings by their names
+(``segment.bytes``, ``message.timestamp.type``, ...), and ``sinkId`` for the streaming sink
+(``_sink``: each micro-batch appended exactly once across restarts).
 
 Corruption: ``failOnCorruption=true`` (default) fails the task with the file and byte position;
 ``false`` skips the bad batch -- to the end of its declared size when the next entry frames
@@ -71,15 +73,15 @@ from typing import Any
 from .. import KafkalogError
 from ..errors import InvalidConfigError
 from ._arrow import (
-    ARROW_SCHEMA,
-    ARROW_SCHEMA_WITH_HEADERS,
     _arrow_batches,
+    _arrow_schema,
     _epoch_ms,
     _schema_ddl,
 )
 from ._compat import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     EqualTo,
     GreaterThan,
@@ -91,7 +93,7 @@ from ._compat import (
     ReadMaxRows,
     pa,
 )
-from ._discovery import _discover, _log_path, _segment_bases
+from ._discovery import _discover, _log_path, _missing_assigned, _segment_bases
 from ._options import _bool, _ReadOptions
 from ._partition import _PartitionLog
 from ._plan import _Bounds, _plan, _resolve_bounds
@@ -117,6 +119,9 @@ class _BatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         options = self.options
         dirs = _discover(options)
+        missing = _missing_assigned(options, dirs)
+        if missing:
+            raise InvalidConfigError(f"assign names partitions with no directory: {', '.join(missing)}", file=options.path)
         topics, partitions = self.pushed.get("topics"), self.pushed.get("partitions")
         dirs = [d for d in dirs if (topics is None or d.topic in topics) and (partitions is None or d.partition in partitions)]
         plogs = [_PartitionLog(d, options) for d in dirs]
@@ -193,11 +198,11 @@ class KafkalogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> str:
-        return _schema_ddl(_bool(self.options, "includeHeaders", False))
+        return _schema_ddl(_bool(self.options, "includeHeaders", False), _bool(self.options, "includeMetadata", False))
 
     def reader(self, schema: Any) -> DataSourceReader:
         options = _ReadOptions.parse(self.options)
-        _check_schema(schema, options.include_headers)
+        _check_schema(schema, options)
         if options.push_filters:
             if EqualTo is None:
                 raise InvalidConfigError("pushFilters=true needs pyspark >= 4.1")
@@ -206,18 +211,27 @@ class KafkalogDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         options = _ReadOptions.parse(self.options, streaming=True)
-        _check_schema(schema, options.include_headers)
-        if options.max_offsets_per_trigger is not None and ReadMaxRows is None:
-            raise InvalidConfigError("maxOffsetsPerTrigger needs pyspark >= 4.2")
+        _check_schema(schema, options)
+        if (options.max_offsets_per_trigger is not None or options.min_offsets_per_trigger is not None) and ReadMaxRows is None:
+            raise InvalidConfigError("maxOffsetsPerTrigger and minOffsetsPerTrigger need pyspark >= 4.2")
         return _StreamReader(options)
 
     def writer(self, schema: Any, overwrite: bool) -> _Writer:
         return _Writer(_write_options(self.options, schema, overwrite))
 
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        """``writeStream.format("kafkalog")``: each micro-batch appended exactly once (_sink)."""
+        from ._sink import _sink_id, _StreamWriter
 
-def _check_schema(schema: Any, include_headers: bool) -> None:
+        if DataSourceStreamArrowWriter is None:
+            raise InvalidConfigError("writeStream.format(\"kafkalog\") needs pyspark >= 4.1")
+        sink_id = _sink_id(self.options)
+        return _StreamWriter(_write_options(self.options, schema, overwrite), sink_id)
+
+
+def _check_schema(schema: Any, options: _ReadOptions) -> None:
     names = [f.name for f in getattr(schema, "fields", [])]
-    expected = [f.name for f in (ARROW_SCHEMA_WITH_HEADERS if include_headers else ARROW_SCHEMA)]
+    expected = _arrow_schema(options.include_headers, options.include_metadata).names
     if names and names != expected:
         raise InvalidConfigError(f"kafkalog rows have the columns {expected}, not {names} (drop the .schema(...) call)")
 

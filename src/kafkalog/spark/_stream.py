@@ -1,10 +1,12 @@
 """The streaming reader: partition directories tailed, with Spark's Kafka offsets JSON
 ``{"topic": {"0": next}}`` as the stream's offsets; ``maxOffsetsPerTrigger`` shared among
-partitions by lag, and Trigger.AvailableNow (pyspark >= 4.2)."""
+partitions by lag, ``minOffsetsPerTrigger`` with ``maxTriggerDelay`` (a trigger with fewer new
+offsets is skipped until the delay has passed), and Trigger.AvailableNow (pyspark >= 4.2)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +17,7 @@ from ._compat import (
     InputPartition,
     ReadAllAvailable,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
     pa,
 )
@@ -43,6 +46,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: _ReadOptions) -> None:
         self.options = options
         self._target: dict[tuple[str, int], int] | None = None  # Trigger.AvailableNow's cap
+        # When the last micro-batch was let through (minOffsetsPerTrigger); 0 as in Spark's
+        # KafkaMicroBatchStream, so the first trigger of a run is never held back.
+        self._last_trigger_ms = 0
 
     def _logs(self) -> list[_PartitionLog]:
         dirs = _discover(self.options)
@@ -78,6 +84,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items() if tp in self._target}
             for tp, offset in begin.items():
                 latest.setdefault(tp, offset)
+        limited = limit is not None and not (ReadAllAvailable is not None and isinstance(limit, ReadAllAvailable))
+        if limited and self._target is None and self._delay(begin, latest, available):
+            return _offsets_json(begin)  # fewer than minOffsetsPerTrigger new offsets: no batch yet
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             latest = _rate_limit(begin, latest, available, limit.max_rows)
         for tp, offset in begin.items():
@@ -85,9 +94,29 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 latest[tp] = offset  # a partition that went away keeps its offset (data loss is checked in partitions)
         return _offsets_json(latest)
 
+    def _delay(self, begin: dict[tuple[str, int], int], latest: dict[tuple[str, int], int],
+               available: dict[tuple[str, int], tuple[int, int]]) -> bool:
+        """Spark's ``delayBatch``: hold the trigger back while fewer than
+        ``minOffsetsPerTrigger`` new offsets are there and ``maxTriggerDelay`` has not passed
+        since the last micro-batch (not under Trigger.AvailableNow, which would wait forever)."""
+        wanted = self.options.min_offsets_per_trigger
+        if wanted is None:
+            return False
+        new = sum(max(0, end - begin.get(tp, available.get(tp, (end, end))[0])) for tp, end in latest.items())
+        now = int(time.time() * 1000)
+        if new >= wanted or now - self._last_trigger_ms >= self.options.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        return True
+
     def getDefaultReadLimit(self) -> Any:
+        """Spark's read limits from the options: at most ``maxOffsetsPerTrigger`` offsets; with
+        only ``minOffsetsPerTrigger``, a minimum (pyspark has no composite limit: the minimum
+        is then checked by this reader from its options under either limit)."""
         if ReadMaxRows is not None and self.options.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if ReadMinRows is not None and self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable() if ReadAllAvailable is not None else None
 
     def prepareForTriggerAvailableNow(self) -> None:

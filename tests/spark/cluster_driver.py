@@ -1,0 +1,119 @@
+"""The driver program of the Spark standalone cluster test (tests/spark/test_cluster.py), run
+as its own process (a SparkContext per process) with the working directory the test chose.
+
+Usage: ``python cluster_driver.py <master url> <kafkalog src dir> <relative logs path>``;
+prints one JSON object (the results) as its last line. Everything is read and written under
+the working directory; the executors run in the worker's work directory, elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def main() -> None:
+    master, src_dir, relative = sys.argv[1:4]
+    from pyspark.sql import SparkSession
+
+    import kafkalog.spark
+    from kafkalog import Log, LogConfig, RecordBatchBuilder
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("kafkalog-cluster-test")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.cores.max", "2")
+        .config("spark.executor.cores", "2")
+        .config("spark.executor.memory", "512m")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.task.maxFailures", "1")  # the relative-path read fails at once, not 4 times
+        # kafkalog must be importable by the executors' Python workers (docs/spark.md,
+        # "Cluster deployment"): here the interpreter and the source tree the test runs.
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", src_dir)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    kafkalog.spark.register(spark)
+    out: dict = {"driver_cwd": os.getcwd(), "seconds": {}}
+    began = time.monotonic()
+
+    def lap(name: str) -> None:
+        out["seconds"][name] = round(time.monotonic() - began, 1)
+    absolute = os.path.abspath(relative)
+
+    def values(df) -> list:
+        return sorted(
+            [r.topic, r.partition, r.offset, None if r.value is None else bytes(r.value).hex()]
+            for r in df.select("topic", "partition", "offset", "value").collect()
+        )
+
+    try:
+        out["executor_cwd"] = spark.sparkContext.parallelize([0], 1).map(lambda _: os.getcwd()).first()
+        lap("session")
+        df = spark.read.format("kafkalog").load(absolute)
+        out["batch"] = values(df)
+        lap("batch")
+        try:
+            out["relative"] = values(spark.read.format("kafkalog").load(relative))
+        except Exception as e:  # noqa: BLE001 - reported to the test, which asserts on it
+            out["relative_error"] = str(e)[:2000]
+        copy = os.path.abspath("copy")
+        (df.selectExpr("key", "value", "timestamp", "topic", "partition")
+         .write.format("kafkalog").mode("append").save(copy))
+        out["copy"] = values(spark.read.format("kafkalog").load(copy))
+        lap("write")
+        report = kafkalog.spark.verify(spark, absolute)
+        out["verify"] = [[r.path, r.ok] for r in report.select("path", "ok").collect()]
+        lap("verify")
+
+        # A stream into the kafkalog sink, stopped, new data appended, restarted.
+        stream_src, sink, checkpoint = os.path.abspath("stream-src"), os.path.abspath("sink"), os.path.abspath("ckpt")
+
+        def append(values_: list[bytes]) -> None:
+            with Log.open(os.path.join(stream_src, "events-0"), LogConfig(segment_bytes=1024)) as log:
+                for v in values_:
+                    b = RecordBatchBuilder()
+                    b.append(None, v, timestamp=1_700_000_000_000)
+                    log.append(b.build())
+
+        def run() -> None:
+            query = (
+                spark.readStream.format("kafkalog").option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", "40").load(stream_src)
+                .selectExpr("value", "'events-copy' AS topic", "partition")
+                .writeStream.format("kafkalog").option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start(sink)
+            )
+            try:
+                query.awaitTermination()
+                if query.exception() is not None:
+                    raise query.exception()
+            finally:
+                query.stop()
+
+        append([f"first-{i}".encode() for i in range(60)])
+        run()
+        append([f"second-{i}".encode() for i in range(40)])
+        run()
+        run()  # nothing new
+        lap("stream")
+        out["stream"] = [bytes.fromhex(v[3]).decode() for v in sorted(values(spark.read.format("kafkalog").load(sink)),
+                                                                        key=lambda v: v[2])]
+    except Exception:  # noqa: BLE001
+        out["error"] = traceback.format_exc()[-4000:]
+    finally:
+        spark.stop()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
