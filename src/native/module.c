@@ -39,6 +39,7 @@ kl_get_writable(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t 
 
 static PyMethodDef *const tables[] = {
     kl_walk_methods,
+    kl_crc32c_methods,
 };
 
 static int
@@ -50,6 +51,7 @@ native_exec(PyObject *m)
         PyExc_ValueError, NULL);
     if (kl_Invalid == NULL || PyModule_AddObjectRef(m, "Invalid", kl_Invalid) < 0)
         return -1;
+    kl_crc32c_init();
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
         if (PyModule_AddFunctions(m, tables[i]) < 0)
             return -1;
