@@ -40,6 +40,8 @@ kl_get_writable(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t 
 static PyMethodDef *const tables[] = {
     kl_walk_methods,
     kl_crc32c_methods,
+    kl_append_methods,
+    kl_recover_methods,
 };
 
 static int

@@ -130,6 +130,8 @@ uint32_t kl_crc32c(uint32_t crc, const uint8_t *buf, size_t len);
 /* ---- method tables, one per C file; module.c adds each to the module ---------------------- */
 extern PyMethodDef kl_walk_methods[];
 extern PyMethodDef kl_crc32c_methods[];
+extern PyMethodDef kl_append_methods[];
+extern PyMethodDef kl_recover_methods[];
 
 /* A read-only contiguous view of any buffer-protocol object (bytes, memoryview, mmap, numpy). */
 int kl_get_buffer(PyObject *obj, Py_buffer *view);
