@@ -355,7 +355,7 @@ class Log(LogStartAndRetention):
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
         batches, valid = None, len(view)
-        if not assign_offsets or native.ext is None:
+        if not assign_offsets or native.ext is None or not valid:
             # Framed before taking the lock. The compiled leader pipeline frames under it, as
             # part of its one call (log_append.prepare_append).
             batches, valid = analyze_records(

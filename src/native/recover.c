@@ -84,7 +84,7 @@ scan(const uint8_t *buf, Py_ssize_t len, scan_job *j, int64_t *idx_offset, int64
             return off ? CHUNK_END : HANDOVER;
         int32_t size_field = get32(b + LENGTH_AT);
         if (size_field < MIN_ENTRY_SIZE || size_field > j->max_batch_size || b[MAGIC_AT] != 2 ||
-            size_field + LOG_OVERHEAD < RECORDS_AT)
+            (int64_t)size_field + LOG_OVERHEAD < RECORDS_AT)
             return HANDOVER;
         Py_ssize_t size = (Py_ssize_t)size_field + LOG_OVERHEAD;
         if (size > remaining)

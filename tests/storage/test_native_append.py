@@ -273,8 +273,9 @@ def _recovered(directory, damage, *, pure: bool):
 @examples(60)
 def test_recovery_is_the_same_on_both_cores(tmp_path_factory, draw):
     directory = _segment_log(tmp_path_factory.mktemp("rec"), draw.draw(st.integers(1, 40)), draw.draw(st.sampled_from([10, 300])))
-    kind = draw.draw(st.sampled_from(["none", "flip", "truncate", "garbage", "offset"]))
+    kind = draw.draw(st.sampled_from(["none", "flip", "truncate", "garbage", "offset", "length"]))
     where = draw.draw(st.floats(0, 1))
+    length = draw.draw(st.sampled_from([2**31 - 1, 2**31 - 12, -1, 0, 13, 14, 48, 49, 1 << 20]))
 
     def damage(data: bytes) -> bytes:
         buf = bytearray(data)
@@ -287,6 +288,8 @@ def test_recovery_is_the_same_on_both_cores(tmp_path_factory, draw):
             buf[i:] = os.urandom(min(100, len(buf) - i))
         elif kind == "offset":
             struct.pack_into(">q", buf, 0, 2**62)  # the first batch's base offset (outside the CRC)
+        elif kind == "length":  # an extreme size field in the first batch (outside the CRC)
+            struct.pack_into(">i", buf, 8, length)
         return bytes(buf)
 
     assert _recovered(directory, damage, pure=False) == _recovered(directory, damage, pure=True)
