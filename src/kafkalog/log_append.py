@@ -188,6 +188,23 @@ def prepare_append(
     return prepared._replace(source_compression=source)
 
 
+_rules_cache: tuple[LogConfig | None, tuple] = (None, ())
+
+
+def _rules_of(config: LogConfig) -> tuple:
+    """The topic settings the compiled pipeline checks, in its argument order (configs are
+    frozen: the last one's are kept, as most appends of a process go to logs sharing one)."""
+    global _rules_cache
+    cached_config, rules = _rules_cache
+    if cached_config is not config:
+        rules = (
+            config.max_message_bytes, config.log_append_time, config.timestamp_before_max_ms,
+            config.timestamp_after_max_ms, config.compact,
+        )
+        _rules_cache = (config, rules)
+    return rules
+
+
 def prepare_native_leader_append(
     view: memoryview,
     *,
@@ -207,11 +224,11 @@ def prepare_native_leader_append(
     ext = native.ext
     if ext is None or len(view) == 0:
         return None
+    rules = _rules_of(config)
     try:
         result = ext.leader_append_v2(
-            view, first_offset, now_ms, config.max_message_bytes, config.log_append_time,
-            config.timestamp_before_max_ms, config.timestamp_after_max_ms, config.compact, from_client,
-            leader_epoch is not None, -1 if leader_epoch is None else leader_epoch,
+            view, first_offset, now_ms, *rules, from_client, leader_epoch is not None,
+            -1 if leader_epoch is None else leader_epoch,
         )
     except (native.Invalid, OverflowError):
         # Malformed bytes, or a number beyond int64 / an epoch beyond int32: the pure path
