@@ -609,13 +609,15 @@ class OffsetIndex(_Index[OffsetPosition]):
         self._write((self._relative(offset), position))
         self._last_offset = offset
 
-    def append_many(self, offsets: np.ndarray, positions: np.ndarray) -> None:
+    def append_many(self, offsets, positions) -> None:
         """Add entries in one write: what :meth:`append` does for each, for offsets that
-        increase and lie within the relative range (a compiled recovery scan's entries).
+        increase and lie within the relative range (a compiled recovery scan's entries; any
+        int64 sequences or buffers).
 
         Raises:
             InvalidOffsetError: the entries break those rules or do not fit.
         """
+        offsets, positions = np.asarray(offsets, dtype=np.int64), np.asarray(positions, dtype=np.int64)
         n = len(offsets)
         if n == 0:
             return
@@ -723,15 +725,16 @@ class TimeIndex(_Index[TimestampOffset]):
             return True
         return False
 
-    def append_many(self, timestamps: np.ndarray, offsets: np.ndarray) -> None:
+    def append_many(self, timestamps, offsets) -> None:
         """Add entries in one write: what :meth:`maybe_append` writes for each, for timestamps
         that strictly increase past the last entry's and offsets that do not decrease (a
-        compiled recovery scan's entries).
+        compiled recovery scan's entries; any int64 sequences or buffers).
 
         Raises:
             InvalidOffsetError: the entries break those rules or do not fit (the last slot
                 stays free, as :meth:`maybe_append` keeps it).
         """
+        timestamps, offsets = np.asarray(timestamps, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
         n = len(timestamps)
         if n == 0:
             return

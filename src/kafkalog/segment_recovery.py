@@ -14,9 +14,8 @@ indexes, max timestamp and valid size.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable
-
-import numpy as np
 
 from . import native
 from .errors import CorruptRecordError, InvalidRecordError, TruncatedRecordError
@@ -84,8 +83,9 @@ class RecoveryScan:
         fd, start = log.fileno(), log.start
         chunk = bytearray(min(CHUNK, end))
         cap = len(chunk) // _RECORD_BATCH_OVERHEAD + 1
-        entries = np.empty(4 * cap, dtype=np.int64)
-        state = np.zeros(13, dtype=np.int64)
+        entries = array("q", bytes(8 * 4 * cap))
+        found = memoryview(entries)
+        state = array("q", bytes(8 * 13))
         view = memoryview(chunk)
         while self.valid_bytes < end:
             pos = self.valid_bytes
@@ -94,20 +94,20 @@ class RecoveryScan:
                 return  # the file shrank under us: the rest is gone
             max_ts, max_ts_offset = max_timestamp()
             epoch = _INT64_MAX if latest_epoch is None else latest_epoch()
-            state[:] = (
+            state[:] = array("q", (
                 self.base_offset, pos, index_interval, log.max_batch_size, -1 if epoch is None else epoch,
                 producer_state, offset_index.max_entries - offset_index.entries,
                 time_index.max_entries - 1 - time_index.entries, self.previous, self.last_index_entry,
                 max_ts, max_ts_offset, time_index.last_entry.timestamp,
-            )
+            ))
             status, consumed, n_offset, n_time, last_offset = ext.recover_scan(chunk, length, state, entries)
             if n_offset:
-                offset_index.append_many(entries[:n_offset], entries[cap : cap + n_offset])
+                offset_index.append_many(found[:n_offset], found[cap : cap + n_offset])
             if n_time:
-                time_index.append_many(entries[2 * cap : 2 * cap + n_time], entries[3 * cap : 3 * cap + n_time])
+                time_index.append_many(found[2 * cap : 2 * cap + n_time], found[3 * cap : 3 * cap + n_time])
             if last_offset >= 0:
-                set_max_timestamp(int(state[10]), int(state[11]))
-                self.previous, self.last_index_entry = int(state[8]), int(state[9])
+                set_max_timestamp(state[10], state[11])
+                self.previous, self.last_index_entry = state[8], state[9]
                 self.valid_bytes = pos + consumed
                 if batch_done is not None:
                     batch_done(last_offset)
