@@ -63,6 +63,45 @@ def data_dir() -> Path:
     return DATA
 
 
+#: Test directories whose every test runs once per record core (the compiled ``kafkalog._native``
+#: and the pure-Python reference, switched with ``native.use``). Only the pure core runs when the
+#: extension is not built or ``KAFKALOG_PUREPYTHON=1`` forces it; ``KAFKALOG_TEST_CORES=native``
+#: (or ``pure``) picks one. Tests that start other processes see their environment's core.
+BOTH_CORES_DIRS = {"storage"}
+
+
+def _record_cores() -> list[str]:
+    from kafkalog import native
+
+    if native.ext is None:
+        return ["pure"]
+    wanted = os.environ.get("KAFKALOG_TEST_CORES", "native,pure").split(",")
+    cores = [c for c in ("native", "pure") if c in wanted]
+    if not cores:
+        raise pytest.UsageError(f"KAFKALOG_TEST_CORES={wanted!r}: expected native, pure or both")
+    return cores
+
+
+def pytest_generate_tests(metafunc) -> None:
+    here = Path(metafunc.definition.path).relative_to(Path(__file__).parent).parts
+    switches_itself = getattr(metafunc.module, "SWITCHES_CORES", False)  # differential tests
+    if here and here[0] in BOTH_CORES_DIRS and not switches_itself and "record_core" in metafunc.fixturenames:
+        metafunc.parametrize("record_core", _record_cores(), indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def record_core(request):
+    """The record core the test runs on ("native" or "pure"; None outside BOTH_CORES_DIRS)."""
+    core = getattr(request, "param", None)
+    if core is None:
+        yield None
+        return
+    from kafkalog import native
+
+    with native.use(pure=core == "pure"):
+        yield core
+
+
 def examples(n: int) -> settings:
     """``n`` examples under the quick profile; never fewer than the loaded profile asks for."""
     return settings(max_examples=max(n, settings.default.max_examples))

@@ -53,6 +53,7 @@ CORE_LAYERS = {
     "retention": 5,
     "segments": 5,
     "segment": 5,
+    "segment_recovery": 5,
     "checkpoint": 5,
     "producer_state": 5,
     "producer_snapshot": 5,

@@ -158,6 +158,11 @@ class FileRecords(Records):
         return self.end - self._start
 
     @property
+    def max_batch_size(self) -> int:
+        """The largest entry size this reader accepts."""
+        return self._max_batch_size
+
+    @property
     def closed(self) -> bool:
         return self._h.closed
 

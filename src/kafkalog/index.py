@@ -473,6 +473,23 @@ class _Index(ABC, Generic[_Entry]):
         if self._keys is not None:
             self._keys.append(row[0])  # the key is the first column of both layouts
 
+    def _write_many(self, columns: dict[str, np.ndarray], n: int) -> None:
+        """Write ``n`` entries given column by column with one write (recovery rebuilding an
+        index from a compiled scan); the caller has checked their order."""
+        if self._entries + n > self._capacity:
+            raise InvalidOffsetError(
+                f"attempt to append {n} entries to an index of {self._entries} entries that holds "
+                f"{self._capacity}",
+                file=str(self._path),
+            )
+        rows = np.empty(n, dtype=self.DTYPE)
+        for name, column in columns.items():
+            rows[name] = column
+        self._store(rows.tobytes(), self._entries * self.entry_size)
+        self._entries += n
+        if self._keys is not None:
+            self._keys.extend(int(k) for k in rows[self.KEY])
+
     def _store(self, entry: bytes, position: int) -> None:
         """Write one entry at byte ``position`` of the file. With pwrite, not a store through
         the map: see the module docstring (full disk -> SIGBUS)."""
@@ -592,6 +609,27 @@ class OffsetIndex(_Index[OffsetPosition]):
         self._write((self._relative(offset), position))
         self._last_offset = offset
 
+    def append_many(self, offsets, positions) -> None:
+        """Add entries in one write: what :meth:`append` does for each, for offsets that
+        increase and lie within the relative range (a compiled recovery scan's entries; any
+        int64 sequences or buffers).
+
+        Raises:
+            InvalidOffsetError: the entries break those rules or do not fit.
+        """
+        offsets, positions = np.asarray(offsets, dtype=np.int64), np.asarray(positions, dtype=np.int64)
+        n = len(offsets)
+        if n == 0:
+            return
+        if not self._opened:
+            self._open()
+        first, last = int(offsets[0]), int(offsets[-1])
+        if (self._entries and first <= self._last_offset) or (n > 1 and not (np.diff(offsets) > 0).all()):
+            raise InvalidOffsetError(f"offsets to append do not increase past {self._last_offset}", file=str(self._path))
+        self._relative(first), self._relative(last)  # both ends within range: all are
+        self._write_many({"relative_offset": offsets - self.base_offset, "position": positions}, n)
+        self._last_offset = last
+
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``, or ``(base_offset, 0)``."""
         slot = self._search(target_offset - self.base_offset)
@@ -686,6 +724,32 @@ class TimeIndex(_Index[TimestampOffset]):
             self._last_entry = TimestampOffset(timestamp, offset)
             return True
         return False
+
+    def append_many(self, timestamps, offsets) -> None:
+        """Add entries in one write: what :meth:`maybe_append` writes for each, for timestamps
+        that strictly increase past the last entry's and offsets that do not decrease (a
+        compiled recovery scan's entries; any int64 sequences or buffers).
+
+        Raises:
+            InvalidOffsetError: the entries break those rules or do not fit (the last slot
+                stays free, as :meth:`maybe_append` keeps it).
+        """
+        timestamps, offsets = np.asarray(timestamps, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
+        n = len(timestamps)
+        if n == 0:
+            return
+        if not self._opened:
+            self._open()
+        last = self._last_entry
+        if self._entries + n > self._capacity - 1:
+            raise InvalidOffsetError(f"attempt to append to a full time index (size = {self._entries})", file=str(self._path))
+        if int(timestamps[0]) <= last.timestamp or (self._entries and int(offsets[0]) < last.offset) or (
+            n > 1 and not ((np.diff(timestamps) > 0).all() and (np.diff(offsets) >= 0).all())
+        ):
+            raise InvalidOffsetError(f"time index entries to append are out of order after {last}", file=str(self._path))
+        self._relative(int(offsets[0])), self._relative(int(offsets[-1]))
+        self._write_many({"timestamp": timestamps, "relative_offset": offsets - self.base_offset}, n)
+        self._last_entry = TimestampOffset(int(timestamps[-1]), int(offsets[-1]))
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or ``(-1, base_offset)``."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from . import native
 from .config import LogConfig
 from .durable import fsync_dir
 from .errors import (
@@ -58,9 +59,7 @@ from .log_append import (
     LogAppendInfo,
     analyze_records,
     assign_epochs,
-    prepare_follower_append,
-    prepare_leader_append,
-    source_compression,
+    prepare_append,
 )
 from .log_retention import LogStartAndRetention
 from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
@@ -355,14 +354,16 @@ class Log(LogStartAndRetention):
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
-        batches, valid = analyze_records(
-            view,
-            max_message_bytes=self.config.max_message_bytes,
-            assign_offsets=assign_offsets,
-            file=str(self.directory),
-        )
-        if not batches:
-            return LogAppendInfo.nothing(self._log_start_offset)
+        batches, valid = None, len(view)
+        if not assign_offsets or native.ext is None or not valid:
+            # Framed before taking the lock. The compiled leader pipeline frames under it, as
+            # part of its one call (log_append.prepare_append).
+            batches, valid = analyze_records(
+                view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
+                file=str(self.directory),
+            )
+            if not batches:
+                return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
             self._check_open()
             self._check_writable()
@@ -375,7 +376,7 @@ class Log(LogStartAndRetention):
     def _append_locked(
         self,
         view: memoryview,
-        batches: list[RecordBatch],
+        batches: list[RecordBatch] | None,
         valid: int,
         assign_offsets: bool,
         leader_epoch: int | None,
@@ -383,26 +384,15 @@ class Log(LogStartAndRetention):
     ) -> LogAppendInfo:
         now = self._clock()
         config = self.config
-        source = source_compression(batches)
-        if assign_offsets:
-            prepared = prepare_leader_append(
-                view[:valid],
-                batches,
-                first_offset=self._end.offset,
-                config=config,
-                now_ms=now,
-                leader_epoch=leader_epoch,
-                from_client=origin is AppendOrigin.CLIENT,
-            )
-        else:
-            prepared = prepare_follower_append(
-                view[:valid],
-                batches,
-                log_end_offset=self._end.offset,
-                log_start_offset=self._log_start_offset,
-                partition=f"{self.topic}-{self.partition}",
-                file=str(self.directory),
-            )
+        prepared = prepare_append(
+            view, batches, valid, assign_offsets=assign_offsets, log_end_offset=self._end.offset,
+            log_start_offset=self._log_start_offset, config=config, now_ms=now, leader_epoch=leader_epoch,
+            from_client=origin is AppendOrigin.CLIENT, partition=f"{self.topic}-{self.partition}",
+            file=str(self.directory),
+        )
+        if prepared is None:
+            return LogAppendInfo.nothing(self._log_start_offset)
+        source = prepared.source_compression
         data, batches = prepared.data, prepared.batches
         first_offset, last_offset = prepared.first_offset, prepared.last_offset
         max_ts, max_ts_offset = prepared.max_timestamp, prepared.offset_of_max_timestamp
@@ -451,7 +441,7 @@ class Log(LogStartAndRetention):
             offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size
         )
         self._maybe_flush(now)
-        return prepared.append_info(log_start_offset=self._log_start_offset, record_count=count, source_compression=source)
+        return prepared.append_info(log_start_offset=self._log_start_offset, record_count=count)
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, first_offset: int, now: int) -> LogSegment:
         """Kafka's ``maybeRoll``."""

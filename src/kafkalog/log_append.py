@@ -3,7 +3,10 @@
 the leader-epoch cache, and what the append reports (:class:`LogAppendInfo`).
 
 Offset assignment and the producer's record rules are :mod:`kafkalog.validator`'s; writing is
-:meth:`kafkalog.log.Log.append`'s.
+:meth:`kafkalog.log.Log.append`'s. With the compiled core, a leader's append of uncompressed v2
+batches is framed, checked and offset in one call (``_native.leader_append_v2``, the twin of
+``analyze_records`` + ``validate_and_assign_offsets`` for that case); anything else, and any
+input the compiled code refuses, goes through the pure code, which words the errors.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
+from . import native
 from .compression import Compression
 from .config import LogConfig
 from .errors import (
@@ -22,6 +26,7 @@ from .errors import (
 )
 from .leader_epoch import LeaderEpochFileCache
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from .recordbatch import DefaultRecordBatch
 from .records import MemoryRecords, batch_class, frame_entry
 from .validator import validate_and_assign_offsets
 
@@ -101,10 +106,9 @@ class PreparedAppend(NamedTuple):
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time: int
+    source_compression: Compression = Compression.NONE
 
-    def append_info(
-        self, *, log_start_offset: int, record_count: int, source_compression: Compression
-    ) -> LogAppendInfo:
+    def append_info(self, *, log_start_offset: int, record_count: int) -> LogAppendInfo:
         """What the append reports once written."""
         return LogAppendInfo(
             first_offset=self.first_offset,
@@ -115,7 +119,7 @@ class PreparedAppend(NamedTuple):
             log_start_offset=log_start_offset,
             valid_bytes=len(self.data),
             record_count=record_count,
-            source_compression=source_compression,
+            source_compression=self.source_compression,
         )
 
 
@@ -126,6 +130,123 @@ def source_compression(batches: list[RecordBatch]) -> Compression:
         if batch.compression is not Compression.NONE:
             source = batch.compression
     return source
+
+
+def prepare_append(
+    view: memoryview,
+    batches: list[RecordBatch] | None,
+    valid: int,
+    *,
+    assign_offsets: bool,
+    log_end_offset: int,
+    log_start_offset: int,
+    config: LogConfig,
+    now_ms: int,
+    leader_epoch: int | None,
+    from_client: bool,
+    partition: str,
+    file: str,
+) -> PreparedAppend | None:
+    """One append made ready to write: offsets assigned (a leader's) or checked (a follower's).
+
+    ``batches`` is None when the append was not framed yet (a leader's append with the compiled
+    core: :func:`prepare_native_leader_append` frames it, or else :func:`analyze_records` does
+    here). Returns None when there is no batch to append.
+    """
+    if batches is None:
+        prepared = prepare_native_leader_append(
+            view, first_offset=log_end_offset, config=config, now_ms=now_ms, leader_epoch=leader_epoch,
+            from_client=from_client,
+        )
+        if prepared is not None:
+            return prepared
+        batches, valid = analyze_records(
+            view, max_message_bytes=config.max_message_bytes, assign_offsets=assign_offsets, file=file
+        )
+        if not batches:
+            return None
+    source = source_compression(batches)
+    if assign_offsets:
+        prepared = prepare_leader_append(
+            view[:valid],
+            batches,
+            first_offset=log_end_offset,
+            config=config,
+            now_ms=now_ms,
+            leader_epoch=leader_epoch,
+            from_client=from_client,
+        )
+    else:
+        prepared = prepare_follower_append(
+            view[:valid],
+            batches,
+            log_end_offset=log_end_offset,
+            log_start_offset=log_start_offset,
+            partition=partition,
+            file=file,
+        )
+    return prepared._replace(source_compression=source)
+
+
+_rules_cache: tuple[LogConfig | None, tuple] = (None, ())
+
+
+def _rules_of(config: LogConfig) -> tuple:
+    """The topic settings the compiled pipeline checks, in its argument order (configs are
+    frozen: the last one's are kept, as most appends of a process go to logs sharing one)."""
+    global _rules_cache
+    cached_config, rules = _rules_cache
+    if cached_config is not config:
+        rules = (
+            config.max_message_bytes, config.log_append_time, config.timestamp_before_max_ms,
+            config.timestamp_after_max_ms, config.compact,
+        )
+        _rules_cache = (config, rules)
+    return rules
+
+
+def prepare_native_leader_append(
+    view: memoryview,
+    *,
+    first_offset: int,
+    config: LogConfig,
+    now_ms: int,
+    leader_epoch: int | None,
+    from_client: bool,
+) -> PreparedAppend | None:
+    """A leader's append in one compiled call: framing, CRC-32C, every record walked, Kafka's
+    batch and record rules, offsets, leader epoch, max timestamp and LogAppendTime stamped.
+
+    Returns None when the compiled core is off or does not take this append (v0/v1,
+    compression, a rule to examine record by record, malformed bytes): the pure path then runs
+    and gives the same result or the typed error.
+    """
+    ext = native.ext
+    if ext is None or len(view) == 0:
+        return None
+    rules = _rules_of(config)
+    try:
+        result = ext.leader_append_v2(
+            view, first_offset, now_ms, *rules, from_client, leader_epoch is not None,
+            -1 if leader_epoch is None else leader_epoch,
+        )
+    except (native.Invalid, OverflowError):
+        # Malformed bytes, or a number beyond int64 / an epoch beyond int32: the pure path
+        # raises the positioned error (or takes the append).
+        return None
+    if result is None:
+        return None
+    data, positions, next_offset, max_timestamp, offset_of_max_timestamp = result
+    return PreparedAppend(
+        data=data,
+        # As MemoryRecords(data).batches() frames them on the pure path.
+        batches=[DefaultRecordBatch(data, p) for p in positions],
+        first_offset=first_offset,
+        last_offset=next_offset - 1,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max_timestamp,
+        log_append_time=now_ms if config.log_append_time else -1,
+    )
 
 
 def prepare_leader_append(

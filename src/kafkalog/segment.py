@@ -27,10 +27,7 @@ from typing import NamedTuple
 from .config import LogConfig
 from .errors import (
     CorruptIndexError,
-    CorruptRecordError,
     InvalidOffsetError,
-    InvalidRecordError,
-    TruncatedRecordError,
 )
 from .file_records import FileRecords
 from .filenames import log_file, offset_index_file, time_index_file, txn_index_file
@@ -39,6 +36,7 @@ from .leader_epoch import LeaderEpochFileCache
 from .producer_state import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .records import MemoryRecords
+from .segment_recovery import RecoveryScan
 from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 
 _INT32_MAX = 2**31 - 1
@@ -521,45 +519,54 @@ class LogSegment:
             self.txn_index.reset()
         self._max_loaded = False
         ongoing = {} if ongoing_txns is None else ongoing_txns
-        valid_bytes = 0
-        last_index_entry = 0
         log = self.log
         if max_message_size is not None:
             log = FileRecords.open(self.log.path, max_batch_size=max_message_size)
+        scan = RecoveryScan(self.base_offset)
+
+        def step(batch: RecordBatch) -> bool:
+            """Kafka's recovery of one batch; False: the valid part of the log ends before it."""
+            last_offset = batch.last_offset
+            if last_offset <= scan.previous or last_offset - self.base_offset > _INT32_MAX:
+                # Offsets that go backwards, fall below the base offset or overflow the
+                # segment's 32-bit range end its valid part (the base offset is outside the
+                # CRC, so a flipped bit there shows only this way). Kafka drops the whole
+                # segment, or splits it for data of brokers before 0.11.
+                return False
+            scan.previous = last_offset
+            max_timestamp = batch.max_timestamp
+            if max_timestamp > self.max_timestamp_so_far:
+                self._set_max(max_timestamp, last_offset)
+            if scan.valid_bytes - scan.last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last_offset, scan.valid_bytes)
+                self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
+                scan.last_index_entry = scan.valid_bytes
+            scan.valid_bytes += batch.size_in_bytes
+            if batch.magic >= 2:
+                if leader_epoch_cache is not None:
+                    epoch = batch.partition_leader_epoch
+                    latest = leader_epoch_cache.latest_epoch
+                    if epoch >= 0 and (latest is None or epoch > latest):
+                        leader_epoch_cache.assign(epoch, batch.base_offset)
+                if producer_state is None:
+                    self._track_transactions(batch, ongoing)
+                else:
+                    self._update_producer_state(batch, producer_state)
+            return True
+
         try:
-            previous = self.base_offset - 1
-            for batch in log.batches(validate=True):
-                last_offset = batch.last_offset
-                if last_offset <= previous or last_offset - self.base_offset > _INT32_MAX:
-                    # Offsets that go backwards, fall below the base offset or overflow the
-                    # segment's 32-bit range end its valid part (the base offset is outside the
-                    # CRC, so a flipped bit there shows only this way). Kafka drops the whole
-                    # segment, or splits it for data of brokers before 0.11.
-                    break
-                previous = last_offset
-                max_timestamp = batch.max_timestamp
-                if max_timestamp > self.max_timestamp_so_far:
-                    self._set_max(max_timestamp, last_offset)
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(last_offset, valid_bytes)
-                    self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
-                    last_index_entry = valid_bytes
-                valid_bytes += batch.size_in_bytes
-                if batch.magic >= 2:
-                    if leader_epoch_cache is not None:
-                        epoch = batch.partition_leader_epoch
-                        latest = leader_epoch_cache.latest_epoch
-                        if epoch >= 0 and (latest is None or epoch > latest):
-                            leader_epoch_cache.assign(epoch, batch.base_offset)
-                    if producer_state is None:
-                        self._track_transactions(batch, ongoing)
-                    else:
-                        self._update_producer_state(batch, producer_state)
-        except (CorruptRecordError, InvalidRecordError, TruncatedRecordError):
-            pass  # everything from valid_bytes on is truncated below
+            scan.run(
+                log, step, offset_index=self.offset_index, time_index=self.time_index,
+                index_interval=self.index_interval_bytes,
+                max_timestamp=lambda: (self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far),
+                set_max_timestamp=self._set_max, producer_state=producer_state is not None,
+                latest_epoch=None if leader_epoch_cache is None else lambda: leader_epoch_cache.latest_epoch,
+                batch_done=None if producer_state is None else lambda last: producer_state.update_map_end_offset(last + 1),
+            )
         finally:
             if log is not self.log:
                 log.close()
+        valid_bytes = scan.valid_bytes
         truncated = self.log.size_in_bytes - valid_bytes
         if self.read_only:
             self._cut_in_memory(valid_bytes)

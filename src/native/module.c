@@ -41,6 +41,9 @@ static PyMethodDef *const tables[] = {
     kl_walk_methods,
     kl_md5_methods,
     kl_cleaner_methods,
+    kl_crc32c_methods,
+    kl_append_methods,
+    kl_recover_methods,
 };
 
 static int
@@ -52,6 +55,7 @@ native_exec(PyObject *m)
         PyExc_ValueError, NULL);
     if (kl_Invalid == NULL || PyModule_AddObjectRef(m, "Invalid", kl_Invalid) < 0)
         return -1;
+    kl_crc32c_init();
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
         if (PyModule_AddFunctions(m, tables[i]) < 0)
             return -1;

@@ -118,6 +118,15 @@ int kl_walk_v2(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int32_t count
 int kl_next_header(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend,
                    Py_ssize_t *key_pos, int32_t *key_len, Py_ssize_t *value_pos, int32_t *value_len);
 
+/* ---- CRC-32C (crc32c.c): SSE4.2 where the CPU has it, else slice-by-8 ---------------------- */
+
+/* Fill the tables and pick the implementation; module init calls it once. */
+void kl_crc32c_init(void);
+
+/* CRC-32C of buf[0:len] continuing `crc` (0 to start), Kafka's Crc32C. No Python API: call it
+ * with or without the GIL. */
+uint32_t kl_crc32c(uint32_t crc, const uint8_t *buf, size_t len);
+
 /* ---- MD5 (md5.c): the offset map's key digest, RFC 1321 ----------------------------------- */
 void kl_md5(const uint8_t *data, size_t len, uint8_t out[16]);
 
@@ -125,6 +134,9 @@ void kl_md5(const uint8_t *data, size_t len, uint8_t out[16]);
 extern PyMethodDef kl_walk_methods[];
 extern PyMethodDef kl_md5_methods[];
 extern PyMethodDef kl_cleaner_methods[];
+extern PyMethodDef kl_crc32c_methods[];
+extern PyMethodDef kl_append_methods[];
+extern PyMethodDef kl_recover_methods[];
 
 /* A read-only contiguous view of any buffer-protocol object (bytes, memoryview, mmap, numpy). */
 int kl_get_buffer(PyObject *obj, Py_buffer *view);
