@@ -76,7 +76,8 @@ def big_segment(directory: Path, megabytes: int = 4) -> Path:
 
 def test_version_prints_the_package_version() -> None:
     done = kafkalog_process("--version")
-    assert (done.returncode, done.stdout, done.stderr) == (0, f"kafkalog {kafkalog.__version__}\n", "")
+    expected = f"kafkalog {kafkalog.__version__}\nrecord core: {kafkalog.core_name()}\n"
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
 
 
 def test_usage_lists_every_command() -> None:

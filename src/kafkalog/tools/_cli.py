@@ -58,6 +58,18 @@ def _size(text: str) -> int:
     return value
 
 
+class _Version(argparse.Action):
+    """``--version``: the package version, then which record core runs (unwrapped, unlike
+    argparse's own version action, so scripts can read it line by line)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"kafkalog {__version__}\nrecord core: {core_name()}")
+        parser.exit()
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkalog",
@@ -67,7 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "kafkalog alone runs kafkalog demo. kafkalog COMMAND --help describes a command."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"kafkalog {__version__} (record core: {core_name()})")
+    parser.add_argument("--version", action=_Version, help="show the version and the active record core, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     dump = sub.add_parser(
         "dump",
