@@ -4,7 +4,7 @@ Unmodified Kafka clients produce to it, fetch from it and list offsets; every pa
 :class:`~kafkalog.log.Log` in ``<log dir>/<topic>-<partition>``, so what it stores is what a
 Kafka broker would store, and Fetch responses carry record bytes straight from the segment files
 with ``sendfile``. Single node (node id 0 by default, leader of everything, leader epoch 0), no
-consumer groups, no transactions, no TLS or SASL. See ``docs/broker.md``.
+transactions, no TLS or SASL; consumer groups have a single-node coordinator (``_groups.py``). See ``docs/broker.md``.
 
 Run it with ``kafkalog broker --log-dir DIR [--listen HOST:PORT] [--config key=value ...]``
 (:func:`main`), or in-process::
@@ -59,6 +59,7 @@ from ..protocol import (
 )
 from ._admin import _AdminHandlers
 from ._data import _DataHandlers
+from ._groups import CLIENT_HOST, _GroupHandlers, client_host
 from ._limits import descriptor_limit, open_descriptors
 from ._state import _Close
 
@@ -115,7 +116,7 @@ class _CloseWithLog(ConnectionError):
         super().__init__(reason)
 
 
-class Broker(_AdminHandlers, _DataHandlers):
+class Broker(_AdminHandlers, _DataHandlers, _GroupHandlers):
     """A single-node Kafka-protocol broker serving the logs under ``log_dir``.
 
     Args:
@@ -158,6 +159,17 @@ class Broker(_AdminHandlers, _DataHandlers):
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            # the group coordinator (_groups.py)
+            ApiKey.JOIN_GROUP: self._join_group,
+            ApiKey.SYNC_GROUP: self._sync_group,
+            ApiKey.HEARTBEAT: self._heartbeat,
+            ApiKey.LEAVE_GROUP: self._leave_group,
+            ApiKey.OFFSET_COMMIT: self._offset_commit,
+            ApiKey.OFFSET_FETCH: self._offset_fetch,
+            ApiKey.OFFSET_DELETE: self._offset_delete,
+            ApiKey.LIST_GROUPS: self._list_groups,
+            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
+            ApiKey.DELETE_GROUPS: self._delete_groups,
         }
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -176,8 +188,10 @@ class Broker(_AdminHandlers, _DataHandlers):
         self._executor = ThreadPoolExecutor(self.config.num_io_threads, thread_name_prefix="kafkalog-broker")
         try:
             await self._loop.run_in_executor(self._executor, self._load)
+            await self._start_groups()
             self._listeners = await self._bind()
         except BaseException:
+            await self._stop_groups()
             await self._loop.run_in_executor(self._executor, self._close_logs)
             self._executor.shutdown(wait=True)
             raise
@@ -210,6 +224,7 @@ class Broker(_AdminHandlers, _DataHandlers):
         busy = [c.task for c in self._connections if c.task is not None]
         if busy:
             await asyncio.wait(busy, timeout=_STOP_TIMEOUT)
+        await self._stop_groups()
         await self._loop.run_in_executor(self._executor, self._close_logs)
         self._executor.shutdown(wait=True)
         self._stopped.set()
@@ -344,6 +359,7 @@ class Broker(_AdminHandlers, _DataHandlers):
             writer.close()
             return
         self._connections.add(conn)
+        CLIENT_HOST.set(client_host(peer))
         max_size = self.config.socket_request_max_bytes
         try:
             while not self._stopping:
