@@ -40,6 +40,8 @@ _BATCHED_FIND_COORDINATOR = 4
 _REQUIRE_MEMBER_ID_VERSION = 4
 #: JoinGroup v0 has no rebalance timeout: the session timeout is used.
 _REBALANCE_TIMEOUT_VERSION = 1
+#: JoinGroup's protocol name is nullable from v7 (before, "no protocol" is an empty string).
+_NULLABLE_PROTOCOL_NAME = 7
 #: LeaveGroup leaves several members from v3; OffsetFetch fetches several groups from v8.
 _BATCHED_LEAVE = 3
 _BATCHED_OFFSET_FETCH = 8
@@ -178,8 +180,11 @@ class _GroupHandlers(_BrokerState):
                 [(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
                 require_known_member_id=version >= _REQUIRE_MEMBER_ID_VERSION,
             )
-        return {"throttle_time_ms": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
-                "leader": "", "skip_assignment": False, "member_id": body["member_id"], "members": [], **result}
+        response = {"throttle_time_ms": 0, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+                    "leader": "", "skip_assignment": False, "member_id": body["member_id"], "members": [], **result}
+        if version < _NULLABLE_PROTOCOL_NAME and response["protocol_name"] is None:
+            response["protocol_name"] = ""  # Kafka's GroupCoordinator.NoProtocol
+        return response
 
     async def _sync_group(self, request: Request) -> dict[str, Any]:
         body = request.body or {}
