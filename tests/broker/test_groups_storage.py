@@ -42,8 +42,7 @@ try:
 except ImportError:
     AdminClient = None
 try:
-    from kafka import KafkaAdminClient
-    from kafka import OffsetAndMetadata
+    from kafka import KafkaAdminClient, OffsetAndMetadata
     from kafka import TopicPartition as KTopicPartition
 except ImportError:
     KafkaAdminClient = None
@@ -308,7 +307,7 @@ def test_delete_groups_and_offset_delete_write_tombstones(tmp_path) -> None:
             ("gone", 0), ("never", p.ErrorCode.GROUP_ID_NOT_FOUND)]
         body = raw.call(p.ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "gone", "topics": None},
                                                                {"group_id": "kept", "topics": None}]})
-        assert [g["topics"] for g in body["groups"]][0] == []
+        assert body["groups"][0]["topics"] == []
         assert [(q["partition_index"], q["committed_offset"]) for q in body["groups"][1]["topics"][0]["partitions"]] \
             == [(0, 7)]
         raw.close()
