@@ -267,3 +267,25 @@ def test_committed_offsets_survive_a_broker_sigkill(tmp_path, client, kafkajs_mo
     finally:
         proc.kill()
         proc.wait(scaled(10))
+
+
+@pytest.mark.skipif(not _has("kafka"), reason="needs kafka-python")
+@pytest.mark.timeout_guard(60)
+def test_kafka_python_assign_and_seek_with_a_group_id(broker) -> None:
+    """kafka-python with a group_id and assign(): fetches, commits and committed() answer."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    produce(broker.bootstrap, "assigned", 12)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g-assigned", enable_auto_commit=False,
+                             consumer_timeout_ms=3000)
+    try:
+        tps = [TopicPartition("assigned", p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        values = sorted(m.value.decode() for m in consumer)
+        assert values == sorted(f"m{i}" for i in range(12))
+        consumer.commit()
+        assert [consumer.committed(tp) for tp in tps] == [3] * PARTITIONS
+    finally:
+        consumer.close()

@@ -475,3 +475,39 @@ def test_admin_clients_list_describe_delete_groups_and_offsets(tmp_path) -> None
             assert kadmin.list_groups() == []
         finally:
             kadmin.close()
+
+
+@pytest.mark.timeout_guard(60)
+def test_a_member_that_does_not_rejoin_in_the_rebalance_timeout_is_dropped(tmp_path) -> None:
+    with Broker(tmp_path, config=FAST) as broker:
+        a, b = Raw(broker), Raw(broker)
+        ja = _join(a, "g", version=3, rebalance=300)
+        ma = ja["member_id"]
+        assert _sync(a, "g", 1, ma, {ma: b"x"})["error_code"] == 0
+        jb = _join(b, "g", version=3, rebalance=300)  # a never rejoins: dropped after 300 ms
+        assert jb["generation_id"] == 2 and jb["leader"] == jb["member_id"]
+        assert [m["member_id"] for m in jb["members"]] == [jb["member_id"]]
+        assert _heartbeat(a, "g", 1, ma) == p.ErrorCode.UNKNOWN_MEMBER_ID
+        a.close()
+        b.close()
+
+
+@pytest.mark.timeout_guard(60)
+def test_offsets_of_an_empty_group_expire_with_tombstones(tmp_path) -> None:
+    import asyncio
+    import time
+
+    with Broker(tmp_path, config=FAST) as broker:
+        raw = Raw(broker)
+        _create(raw, "t", 1)
+        assert _commit(raw, "old", "t", {0: 5}) == [0]
+        coordinator = broker._coordinator
+        later = int(time.time() * 1000) + 8 * 24 * 3600 * 1000  # past offsets.retention.minutes (7 days)
+        coordinator._clock = lambda: later
+        expired = asyncio.run_coroutine_threadsafe(coordinator.expire_offsets(), broker._loop).result(scaled(10))
+        assert expired == 1
+        assert raw.call(p.ApiKey.LIST_GROUPS, 0, {})["groups"] == []
+        raw.close()
+    assert read_consumer_offsets(tmp_path).offsets == {}
+    tombstones = [r for d in tmp_path.glob(f"{CONSUMER_OFFSETS_TOPIC}-*") for r in _records(d) if r.value is None]
+    assert len(tombstones) == 2  # the offset, then the group

@@ -10,9 +10,10 @@ waiting for the leader's assignment), ``Stable``, ``Dead`` (deleted or expired).
 
 Rebalances start when a member joins or changes its protocols, when the leader rejoins, when a
 member leaves or misses its session timeout; a member that does not rejoin within the
-rebalance timeout is removed. An ``Empty`` group's first rebalance waits
-``group.initial.rebalance.delay.ms``, extended by the same delay while new members keep
-arriving (Kafka's ``InitialDelayedJoin``), so consumers started together land in one generation.
+rebalance timeout is removed. An ``Empty`` group's rebalance waits
+``group.initial.rebalance.delay.ms`` (Kafka's ``InitialDelayedJoin``), extended by the same
+delay while new members keep arriving at a group that never had a generation, so consumers
+started together land in one generation.
 
 Static members (``group.instance.id``) keep their place across restarts: a known instance
 rejoining with a new member id replaces its old id (fencing it with FENCED_INSTANCE_ID) and, in
@@ -353,7 +354,8 @@ class GroupCoordinator:
             group.static[instance_id] = member_id
         if group.leader is None:
             group.leader = member_id
-        group.new_member_added = True
+        if group.state == PREPARING_REBALANCE and group.generation == 0:
+            group.new_member_added = True  # Kafka extends only a new group's first delay
         self._schedule_heartbeat(group, member)
         if group.state != PREPARING_REBALANCE:
             self._prepare_rebalance(group, f"member {member_id} joined")
