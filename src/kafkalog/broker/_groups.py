@@ -107,6 +107,10 @@ class _GroupHandlers(_BrokerState):
         async with self._admin_lock:
             if self._offsets_topic.ready:
                 return True
+            existing = self._topics.get(CONSUMER_OFFSETS_TOPIC)
+            if existing is not None:  # created meanwhile by other means (a Metadata auto-creation)
+                await self._attach_offsets_topic(existing)
+                return True
             count = self.config.groups.offsets_partitions
             if self._partition_refusal(count) is not None:
                 return False
