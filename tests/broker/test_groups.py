@@ -289,3 +289,41 @@ def test_kafka_python_assign_and_seek_with_a_group_id(broker) -> None:
         assert [consumer.committed(tp) for tp in tps] == [3] * PARTITIONS
     finally:
         consumer.close()
+
+
+@pytest.mark.timeout_guard(90)
+def test_transactional_producers_fail_fast(broker) -> None:
+    """FindCoordinator for a transactional id answers a non-retriable error: each client raises
+    its fatal authorization error instead of retrying until a timeout."""
+    from confluent_kafka import KafkaException
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-confluent", "log_level": 0})
+    with pytest.raises(KafkaException) as caught:
+        producer.init_transactions(60)
+    error = caught.value.args[0]
+    assert error.fatal() and error.code() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if _has("kafka"):
+        from kafka import KafkaProducer
+        from kafka.errors import TransactionalIdAuthorizationFailedError
+
+        kp = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="tx-kafka-python", max_block_ms=60_000)
+        try:
+            with pytest.raises(TransactionalIdAuthorizationFailedError):
+                kp.init_transactions()
+        finally:
+            kp.close(0)
+    if _has("aiokafka"):
+        import asyncio
+
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.errors import TransactionalIdAuthorizationFailed
+
+        async def aio() -> None:
+            ap = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="tx-aiokafka")
+            try:
+                with pytest.raises(TransactionalIdAuthorizationFailed):
+                    await asyncio.wait_for(ap.start(), 60)
+            finally:
+                await ap.stop()
+
+        asyncio.run(aio())
