@@ -579,3 +579,21 @@ def test_garbage_coordinator_records_raise_a_typed_error(key, value, flip) -> No
             loader.record(k, v, 9, file="seg.log", position=0)
         except InvalidRecordError as e:
             assert "__consumer_offsets-4" in str(e) and "offset 9" in str(e)
+
+
+@pytest.mark.timeout_guard(20)
+def test_stopping_answers_a_join_waiting_for_a_rebalance(tmp_path) -> None:
+    broker = Broker(tmp_path, config=FAST).run_in_thread()
+    a, b = Raw(broker), Raw(broker)
+    ja = _join(a, "g", version=3, rebalance=600_000)
+    assert _sync(a, "g", 1, ja["member_id"], {ja["member_id"]: b""})["error_code"] == 0
+    result: dict = {}
+    waiter = threading.Thread(target=lambda: result.update(_join(b, "g", version=3, rebalance=600_000)))
+    waiter.start()  # waits for a, which never rejoins
+    wait_until(lambda: _heartbeat(a, "g", 1, ja["member_id"]) == p.ErrorCode.REBALANCE_IN_PROGRESS, 10,
+               "the rebalance started")
+    broker.shutdown()  # must not wait for the rebalance timeout (10 minutes)
+    waiter.join(scaled(10))
+    assert result["error_code"] == p.ErrorCode.COORDINATOR_NOT_AVAILABLE
+    a.close()
+    b.close()

@@ -73,12 +73,17 @@ class _GroupHandlers(_BrokerState):
             await self._attach_offsets_topic(topic)
         self._expiry_task = asyncio.create_task(self._expiry_loop())
 
-    async def _stop_groups(self) -> None:
-        """Answer waiting group requests, stop the timers and the cleaner (before the logs close)."""
+    def _release_groups(self) -> None:
+        """Answer the JoinGroup/SyncGroup requests waiting for a rebalance and stop the timers
+        (the broker is stopping: those requests must not hold their connections)."""
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         if self._coordinator is not None:
             self._coordinator.close()
+
+    async def _stop_groups(self) -> None:
+        """Release the group requests, then stop the cleaner (before the logs close)."""
+        self._release_groups()
         if self._offsets_topic is not None:
             await self._in_executor(self._offsets_topic.stop)
 

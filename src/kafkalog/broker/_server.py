@@ -218,6 +218,7 @@ class Broker(_AdminHandlers, _DataHandlers, _GroupHandlers):
         for topic in self._topics.values():
             for partition in topic.partitions:
                 partition.notify()  # long polls answer now
+        self._release_groups()  # so do joins and syncs waiting for a rebalance
         for conn in list(self._connections):
             if conn.idle and conn.task is not None:
                 conn.task.cancel()
