@@ -13,6 +13,8 @@ import asyncio
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -322,6 +324,13 @@ def test_delete_groups_and_offset_delete_write_tombstones(tmp_path) -> None:
     assert {k: v.offset for k, v in loaded.offsets.items()} == {("kept", "t", 0): 7}
     tombstones = [r for d in tmp_path.glob(f"{CONSUMER_OFFSETS_TOPIC}-*") for r in _records(d) if r.value is None]
     assert len(tombstones) == 4  # gone's two offsets and its metadata, kept's t-1
+    # kafkalog dump --offsets-decoder reads what the coordinator wrote
+    segment = sorted((tmp_path / f"{CONSUMER_OFFSETS_TOPIC}-{partition_for('gone', 3)}").glob("*.log"))[0]
+    out = subprocess.run([sys.executable, "-m", "kafkalog", "dump", "--files", str(segment), "--offsets-decoder"],
+                         capture_output=True, text=True, check=True).stdout
+    assert 'key: {"type":"1","data":{"group":"gone","topic":"t","partition":0}} payload: {"version":"3","data":' \
+           '{"offset":5,"leaderEpoch":-1,"metadata":"","commitTimestamp":' in out
+    assert 'key: {"type":"2","data":{"group":"gone"}} payload: <DELETE>' in out
 
 
 # -- the protocol: joins, rebalances, static members ----------------------------------------------------
