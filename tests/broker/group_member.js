@@ -1,4 +1,4 @@
-// A kafkajs consumer-group member for tests/broker/test_groups.py (the same JSON-lines protocol
+// A kafkajs consumer-group member for tests/broker/test_groups_clients.py (the same JSON-lines protocol
 // as group_member.py):  node group_member.js kafkajs BOOTSTRAP TOPIC GROUP SESSION_MS
 // stdout: {"assigned": [...]}, {"msg": [partition, offset, value]}, {"committed": true}, {"closed": true}
 // stdin:  "commit" (commit what was consumed), "close" (leave the group and exit)

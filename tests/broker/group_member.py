@@ -1,4 +1,4 @@
-"""A consumer-group member for tests/broker/test_groups.py, run as its own process so that a
+"""A consumer-group member for tests/broker/test_groups_clients.py, run as its own process so that a
 test can SIGKILL it (a member that stops heartbeating). One client library per run:
 
     python group_member.py CLIENT BOOTSTRAP TOPIC GROUP SESSION_MS
