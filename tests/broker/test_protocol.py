@@ -339,8 +339,8 @@ def test_flexible_lengths_are_checked() -> None:
 
 def test_unknown_apis_and_versions() -> None:
     with pytest.raises(p.UnsupportedApiError) as info:
-        p.decode_request(struct.pack(">hhih", 11, 5, 42, -1))  # JoinGroup
-    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (11, 5, 42)
+        p.decode_request(struct.pack(">hhih", 61, 0, 42, -1))  # DescribeProducers
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (61, 0, 42)
     # Below and above the Produce versions served (v9 is flexible: its header has tagged fields).
     for version, tags in ((2, b""), (9, b"\x00")):
         with pytest.raises(p.UnsupportedApiError, match="PRODUCE version"):
