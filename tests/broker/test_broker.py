@@ -557,8 +557,10 @@ def test_transactions_and_coordinators_are_refused_clearly(broker) -> None:
     with RawClient(broker) as raw:
         _, body = raw.call(p.ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
         assert (body["error_code"], body["producer_id"]) == (p.ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
-        _, body = raw.call(p.ApiKey.FIND_COORDINATOR, 2, {"key": "group", "key_type": 0})
-        assert body["error_code"] == p.ErrorCode.COORDINATOR_NOT_AVAILABLE and "no group coordinator" in body["error_message"]
+        # a transactional id's coordinator: a non-retriable error at once (clients fail fast)
+        _, body = raw.call(p.ApiKey.FIND_COORDINATOR, 2, {"key": "tx", "key_type": 1})
+        assert body["error_code"] == p.ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert "no transaction coordinator" in body["error_message"] and body["node_id"] == -1
 
 
 def test_metadata(broker) -> None:

@@ -47,6 +47,30 @@ from kafka.protocol.metadata import (  # noqa: E402
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.admin.groups import (  # noqa: E402
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer.group import (  # noqa: E402
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.producer import (  # noqa: E402
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -69,6 +93,17 @@ ORACLE = {
     p.ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     p.ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     p.ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    # the group coordinator's
+    p.ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    p.ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    p.ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    p.ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    p.ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    p.ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    p.ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    p.ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    p.ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    p.ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 CASES = [
     (spec.key, version, response)
@@ -218,8 +253,14 @@ def test_api_versions_fallback_is_the_v0_layout() -> None:
 
 def test_advertised_versions() -> None:
     assert {(v["api_key"], v["min_version"], v["max_version"]) for v in p.supported_api_versions()} == {
-        (0, 0, 8), (1, 4, 11), (2, 1, 5), (3, 0, 8), (10, 0, 2), (18, 0, 3), (19, 0, 4), (22, 0, 1),
-        (20, 0, 5), (21, 0, 2), (32, 0, 4), (33, 0, 2), (37, 0, 3), (44, 0, 1)}
+        (0, 0, 8), (1, 4, 11), (2, 1, 5), (3, 0, 8), (18, 0, 3), (19, 0, 4), (22, 0, 1),
+        (20, 0, 5), (21, 0, 2), (32, 0, 4), (33, 0, 2), (37, 0, 3), (44, 0, 1)} | GROUP_API_VERSIONS
+
+
+#: The group coordinator's APIs (FindCoordinator, OffsetCommit/Fetch, Join/Heartbeat/Leave/Sync,
+#: DescribeGroups, ListGroups, DeleteGroups, OffsetDelete).
+GROUP_API_VERSIONS = {(10, 0, 4), (8, 0, 8), (9, 1, 8), (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5),
+                      (16, 0, 5), (42, 0, 2), (47, 0, 0)}
 
 
 def test_file_slices_stay_out_of_line(tmp_path) -> None:
@@ -319,8 +360,8 @@ def test_flexible_lengths_are_checked() -> None:
 
 def test_unknown_apis_and_versions() -> None:
     with pytest.raises(p.UnsupportedApiError) as info:
-        p.decode_request(struct.pack(">hhih", 11, 5, 42, -1))  # JoinGroup
-    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (11, 5, 42)
+        p.decode_request(struct.pack(">hhih", 61, 0, 42, -1))  # DescribeProducers
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) == (61, 0, 42)
     # Below the Fetch versions and above the Produce versions served (Produce v9 is flexible: its
     # header has tagged fields).
     for key, version, tags in ((1, 3, b""), (0, 9, b"\x00")):

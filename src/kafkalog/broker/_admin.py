@@ -1,4 +1,4 @@
-"""The broker's cluster and admin requests: ApiVersions, FindCoordinator, InitProducerId,
+"""The broker's cluster and admin requests: ApiVersions, InitProducerId,
 Metadata and CreateTopics, one handler method each (Kafka's ``KafkaApis.handle*Request``)."""
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ _log = logging.getLogger(__package__)
 # KIP-511: ApiVersions v3 names the client; Kafka answers INVALID_REQUEST to other names.
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?", re.ASCII)
 _CLIENT_SOFTWARE_VERSION = 3
-#: FindCoordinator's key type of a transaction coordinator (0 is a group's).
-_TRANSACTION_KEY_TYPE = 1
 #: Metadata: from v1 a null topic list means all topics (in v0 an empty one does); from v4 the
 #: request says whether topics may be created.
 _NULL_MEANS_ALL_VERSION = 1
@@ -33,8 +31,6 @@ _REPLICATION_FACTOR = 1
 _NO_PRODUCER_ID = -1
 _NO_PRODUCER_EPOCH = -1
 _FIRST_EPOCH = 0
-#: The node id and port of "no coordinator".
-_NO_NODE = -1
 
 # AclOperation codes for the authorized-operations bitfields of Metadata v8 (no authorizer:
 # everything a topic or the cluster supports is allowed).
@@ -58,17 +54,6 @@ class _AdminHandlers(_BrokerState):
         ):
             return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
         return {"error_code": ErrorCode.NONE, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
-
-    async def _find_coordinator(self, request: Request) -> dict[str, Any]:
-        kind = "transaction" if request.body and request.body["key_type"] == _TRANSACTION_KEY_TYPE else "group"
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "error_message": f"kafkalog's broker has no {kind} coordinator",
-            "node_id": _NO_NODE,
-            "host": "",
-            "port": _NO_NODE,
-        }
 
     async def _init_producer_id(self, request: Request) -> dict[str, Any]:
         body = request.body or {}

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import LogConfig
 from ..errors import InvalidConfigError
+from ._group_config import GROUP_KEYS, GroupConfig
 
 _log = logging.getLogger(__package__)
 
@@ -196,6 +197,9 @@ class BrokerConfig:
     ``max.broker.partitions`` (KIP-578's name; unlimited by default) caps the partitions the
     broker hosts; independently, partitions are refused while the process's open descriptors
     would come within a reserve of ``RLIMIT_NOFILE`` (see ``_limits.py``).
+
+    The group coordinator's settings (``offsets.topic.num.partitions``, ``group.*``, ...) are
+    in :attr:`groups` (:class:`GroupConfig`).
     """
 
     node_id: int = 0
@@ -209,6 +213,7 @@ class BrokerConfig:
     advertised_host: str | None = None
     cluster_id: str | None = None
     max_broker_partitions: int | None = None
+    groups: GroupConfig = field(default_factory=GroupConfig)
     topic_defaults: tuple[tuple[str, str], ...] = ()
     #: ``delete.topic.enable``: whether DeleteTopics may delete.
     delete_topic_enable: bool = True
@@ -249,6 +254,8 @@ class BrokerConfig:
                 fields["advertised_host"] = value
             elif key == "cluster.id":
                 fields["cluster_id"] = value
+            elif key in GROUP_KEYS:
+                pass  # GroupConfig's
             elif key in _TOPIC_KEYS or key in _ACCEPTED_TOPIC_KEYS:
                 topic[key] = value
             elif key in _BROKER_SYNONYMS:
@@ -258,7 +265,8 @@ class BrokerConfig:
                 _log.warning("the configuration '%s' was supplied but isn't a known config", key)
         check_topic_configs(topic)
         static = tuple(sorted((k, str(v).strip()) for k, v in (properties or {}).items() if k in _BROKER_DEFAULTS))
-        return cls(**fields, topic_defaults=tuple(sorted(topic.items())), static=static)
+        groups = GroupConfig.from_properties(properties or {})
+        return cls(**fields, groups=groups, topic_defaults=tuple(sorted(topic.items())), static=static)
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
         """The :class:`LogConfig` of a topic: the broker's defaults, then the topic's overrides."""

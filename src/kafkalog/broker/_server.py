@@ -4,7 +4,7 @@ Unmodified Kafka clients produce to it, fetch from it and list offsets; every pa
 :class:`~kafkalog.log.Log` in ``<log dir>/<topic>-<partition>``, so what it stores is what a
 Kafka broker would store, and Fetch responses carry record bytes straight from the segment files
 with ``sendfile``. Single node (node id 0 by default, leader of everything, leader epoch 0), no
-consumer groups, no transactions, no TLS or SASL. See ``docs/broker.md``.
+transactions, no TLS or SASL; consumer groups have a single-node coordinator (``_groups.py``). See ``docs/broker.md``.
 
 Run it with ``kafkalog broker --log-dir DIR [--listen HOST:PORT] [--config key=value ...]``
 (:func:`main`), or in-process::
@@ -62,6 +62,7 @@ from ._admin import _AdminHandlers
 from ._admin_configs import _ConfigAdminHandlers
 from ._admin_topics import _TopicAdminHandlers
 from ._data import _DataHandlers
+from ._groups import _GroupHandlers
 from ._limits import descriptor_limit, open_descriptors
 from ._state import _Close
 from ._unsupported import PEER, client_id_of
@@ -119,7 +120,7 @@ class _CloseWithLog(ConnectionError):
         super().__init__(reason)
 
 
-class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers):
+class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers, _GroupHandlers):
     """A single-node Kafka-protocol broker serving the logs under ``log_dir``.
 
     Args:
@@ -169,6 +170,17 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            # the group coordinator (_groups.py)
+            ApiKey.JOIN_GROUP: self._join_group,
+            ApiKey.SYNC_GROUP: self._sync_group,
+            ApiKey.HEARTBEAT: self._heartbeat,
+            ApiKey.LEAVE_GROUP: self._leave_group,
+            ApiKey.OFFSET_COMMIT: self._offset_commit,
+            ApiKey.OFFSET_FETCH: self._offset_fetch,
+            ApiKey.OFFSET_DELETE: self._offset_delete,
+            ApiKey.LIST_GROUPS: self._list_groups,
+            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
+            ApiKey.DELETE_GROUPS: self._delete_groups,
         }
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -187,8 +199,10 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         self._executor = ThreadPoolExecutor(self.config.num_io_threads, thread_name_prefix="kafkalog-broker")
         try:
             await self._loop.run_in_executor(self._executor, self._load)
+            await self._start_groups()
             self._listeners = await self._bind()
         except BaseException:
+            await self._stop_groups()
             await self._loop.run_in_executor(self._executor, self._close_logs)
             self._executor.shutdown(wait=True)
             raise
@@ -217,12 +231,14 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         for topic in self._topics.values():
             for partition in topic.partitions:
                 partition.notify()  # long polls answer now
+        self._release_groups()  # so do joins and syncs waiting for a rebalance
         for conn in list(self._connections):
             if conn.idle and conn.task is not None:
                 conn.task.cancel()
         busy = [c.task for c in self._connections if c.task is not None]
         if busy:
             await asyncio.wait(busy, timeout=_STOP_TIMEOUT)
+        await self._stop_groups()
         await self._loop.run_in_executor(self._executor, self._close_logs)
         self._executor.shutdown(wait=True)
         self._stopped.set()

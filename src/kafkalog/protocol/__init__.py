@@ -18,6 +18,19 @@ from ._apis import (
     supported_api_versions,
 )
 from ._codec import MessageReader, Reader, read_message, to_json, write_message
+from ._consumer_offsets import (
+    CONSUMER_OFFSETS_TOPIC,
+    CommittedOffset,
+    ConsumerOffsets,
+    GroupMember,
+    GroupMetadata,
+    OffsetsLoader,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+    partition_for,
+)
 from ._frames import (
     Request,
     ResponseFrame,
@@ -110,6 +123,18 @@ __all__ = [
     "TRANSACTION_LOG_KEY",
     "TRANSACTION_LOG_VALUE",
     "KRAFT_CONTROL_RECORDS",
+    # __consumer_offsets: what it holds, the loading rule, the records the coordinator writes
+    "CONSUMER_OFFSETS_TOPIC",
+    "CommittedOffset",
+    "ConsumerOffsets",
+    "GroupMember",
+    "GroupMetadata",
+    "OffsetsLoader",
+    "partition_for",
+    "offset_commit_key",
+    "offset_commit_value",
+    "group_metadata_key",
+    "group_metadata_value",
     # the KRaft metadata records (``__cluster_metadata``)
     "METADATA_RECORDS",
     "METADATA_FRAME_VERSION",

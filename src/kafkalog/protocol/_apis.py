@@ -11,7 +11,7 @@ Produce (0)        0-8      records stay a memoryview of the request (no copy); 
 Fetch (1)          4-11     records may be file slices, sent with sendfile after the headers
 ListOffsets (2)    1-5
 Metadata (3)       0-8
-FindCoordinator    0-2
+FindCoordinator    0-4      and the other group coordinator APIs: see ``_groups.py``
 (10)
 ApiVersions (18)   0-3      v3 is flexible (compact strings/arrays, tagged fields); a request
                             above v3 is answered in the v0 layout (Kafka's KIP-511 rule)
@@ -49,6 +49,30 @@ from ._admin_apis import (
     DESCRIBE_CONFIGS_RESPONSE,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
 )
+from ._groups import (
+    DELETE_GROUPS_REQUEST,
+    DELETE_GROUPS_RESPONSE,
+    DESCRIBE_GROUPS_REQUEST,
+    DESCRIBE_GROUPS_RESPONSE,
+    FIND_COORDINATOR_REQUEST,
+    FIND_COORDINATOR_RESPONSE,
+    HEARTBEAT_REQUEST,
+    HEARTBEAT_RESPONSE,
+    JOIN_GROUP_REQUEST,
+    JOIN_GROUP_RESPONSE,
+    LEAVE_GROUP_REQUEST,
+    LEAVE_GROUP_RESPONSE,
+    LIST_GROUPS_REQUEST,
+    LIST_GROUPS_RESPONSE,
+    OFFSET_COMMIT_REQUEST,
+    OFFSET_COMMIT_RESPONSE,
+    OFFSET_DELETE_REQUEST,
+    OFFSET_DELETE_RESPONSE,
+    OFFSET_FETCH_REQUEST,
+    OFFSET_FETCH_RESPONSE,
+    SYNC_GROUP_REQUEST,
+    SYNC_GROUP_RESPONSE,
+)
 from ._types import (
     BOOL,
     INT8,
@@ -59,6 +83,7 @@ from ._types import (
     INT64,
     RECORDS,
     STRING,
+    VERSION_MAX,
     Array,
     Struct,
     _f,
@@ -73,7 +98,15 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -83,6 +116,8 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 class ErrorCode(IntEnum):
@@ -97,10 +132,20 @@ class ErrorCode(IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
     INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
     INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
@@ -120,9 +165,15 @@ class ErrorCode(IntEnum):
     TOPIC_DELETION_DISABLED = 73
     FETCH_SESSION_ID_NOT_FOUND = 70
     INVALID_FETCH_SESSION_EPOCH = 71
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
 
 
@@ -211,19 +262,6 @@ INIT_PRODUCER_ID_RESPONSE = _struct(
     _f("error_code", INT16),
     _f("producer_id", INT64, default=-1),
     _f("producer_epoch", INT16),
-)
-
-FIND_COORDINATOR_REQUEST = _struct(
-    _f("key", STRING, "0-3"),
-    _f("key_type", INT8, "1+"),
-)
-FIND_COORDINATOR_RESPONSE = _struct(
-    _f("throttle_time_ms", INT32, "1+"),
-    _f("error_code", INT16, "0-3"),
-    _f("error_message", STRING, "1-3", nullable="1-3", default=None),
-    _f("node_id", INT32, "0-3"),
-    _f("host", STRING, "0-3"),
-    _f("port", INT32, "0-3"),
 )
 
 PRODUCE_REQUEST = _struct(
@@ -349,7 +387,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.FETCH, 4, 11, 12, FETCH_REQUEST, FETCH_RESPONSE),
         ApiSpec(ApiKey.LIST_OFFSETS, 1, 5, 6, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
         ApiSpec(ApiKey.METADATA, 0, 8, 9, METADATA_REQUEST, METADATA_RESPONSE),
-        ApiSpec(ApiKey.FIND_COORDINATOR, 0, 2, 3, FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
+        ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4, 3, FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
         ApiSpec(ApiKey.API_VERSIONS, 0, 3, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
         ApiSpec(ApiKey.CREATE_TOPICS, 0, 4, 5, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 1, 2, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
@@ -360,6 +398,18 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
         ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1, INCREMENTAL_ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+        # the group coordinator (_groups.py)
+        ApiSpec(ApiKey.OFFSET_COMMIT, 0, 8, 8, OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
+        ApiSpec(ApiKey.OFFSET_FETCH, 1, 8, 6, OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
+        ApiSpec(ApiKey.JOIN_GROUP, 0, 9, 6, JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE),
+        ApiSpec(ApiKey.HEARTBEAT, 0, 4, 4, HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE),
+        ApiSpec(ApiKey.LEAVE_GROUP, 0, 5, 4, LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE),
+        ApiSpec(ApiKey.SYNC_GROUP, 0, 5, 4, SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE),
+        ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, 5, DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE),
+        ApiSpec(ApiKey.LIST_GROUPS, 0, 5, 3, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
+        ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, 2, DELETE_GROUPS_REQUEST, DELETE_GROUPS_RESPONSE),
+        ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, VERSION_MAX,  # never flexible
+                OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     )
 }
 

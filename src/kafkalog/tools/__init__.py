@@ -7,13 +7,12 @@ The public API of this package is what it exports here; its modules are private.
 
 from __future__ import annotations
 
+from ..protocol import GroupMember, GroupMetadata
 from ._cli import SUBCOMMANDS, main
 from ._consumer_offsets import (
     CONSUMER_OFFSETS_TOPIC,
     CommittedOffset,
     ConsumerOffsets,
-    GroupMember,
-    GroupMetadata,
     committed_offsets,
     log_end_offset,
     log_end_offsets,
@@ -54,6 +53,7 @@ __all__ = [
     "Progress",
     "ProgressTicker",
     "RebuildReport",
+    "RepairedBatch",
     "SalvageReport",
     "SegmentReport",
     "SkippedRegion",
@@ -78,5 +78,4 @@ __all__ = [
     "total_log_bytes",
     "verify_path",
     "verify_segment",
-    "RepairedBatch",
 ]
