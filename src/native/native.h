@@ -120,6 +120,7 @@ int kl_next_header(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend,
 
 /* ---- method tables, one per C file; module.c adds each to the module ---------------------- */
 extern PyMethodDef kl_walk_methods[];
+extern PyMethodDef kl_decode_methods[];
 
 /* A read-only contiguous view of any buffer-protocol object (bytes, memoryview, mmap, numpy). */
 int kl_get_buffer(PyObject *obj, Py_buffer *view);
