@@ -163,7 +163,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     on both cores)."""
     path = Path(str(metafunc.definition.path))
     if "core" not in metafunc.fixturenames:
-        if _ON_BOTH_CORES not in path.parents:
+        if _ON_BOTH_CORES not in path.parents or getattr(metafunc.module, "BOTH_CORES_INSIDE", False):
             return
         metafunc.fixturenames.append("core")
     metafunc.parametrize("core", CORES, indirect=True)
