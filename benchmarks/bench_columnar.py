@@ -49,6 +49,7 @@ if importlib.util.find_spec("kafkalog") is None:
 import numpy as np  # noqa: E402
 
 from kafkalog import Compression, MemoryRecords, RecordBatchBuilder  # noqa: E402
+from kafkalog import native  # noqa: E402
 from kafkalog.columnar import decode_columns  # noqa: E402
 
 perf_counter = time.perf_counter
@@ -293,6 +294,13 @@ def run_cases(args) -> list[dict]:
                 row["arrow"] = rate(kl_arrow, small, small_records)
                 row["arrow_whole"] = rate(kl_arrow, buf, records)
             row["iterator"] = rate(kl_iterate, small, small_records)
+            if native.available():
+                # The same decodes on the pure-Python core, in the same run.
+                progress("  the same on the pure-Python core")
+                with native.use(pure=True):
+                    if pa is not None:
+                        row["arrow[py]"] = rate(kl_arrow, small, small_records)
+                    row["iterator[py]"] = rate(kl_iterate, small, small_records)
             if KPMemoryRecords is not None:
                 progress("  kafka-python")
                 row["kafka-python"] = rate(kp_iterate, small, small_records)
@@ -324,12 +332,14 @@ def report(args, rows: list[dict]) -> None:
     p(f"data       : {args.size >> 20} MiB of ~16 KiB v2 batches per case; every decoder on the same "
       f"{args.peer_size >> 20} MiB prefix, Arrow also on all of it; CRC validated by every decoder")
     p(f"timing     : best of {args.repeats} runs, time.perf_counter, GC off while timing")
-    names = ["arrow", "columns", "iterator", "kafka-python", AIO_LABEL, "arrow_whole"]
-    labels = ["kafkalog Arrow", "kafkalog numpy", "kafkalog Record iter", "kafka-python", AIO_LABEL,
-              f"Arrow, all {args.size >> 20} MiB"]
+    names = ["arrow", "columns", "iterator", "arrow[py]", "iterator[py]", "kafka-python", AIO_LABEL, "arrow_whole"]
+    labels = ["kafkalog Arrow", "kafkalog numpy", "kafkalog Record iter", "[py] Arrow", "[py] Record iter",
+              "kafka-python", AIO_LABEL, f"Arrow, all {args.size >> 20} MiB"]
+    p(f"cores      : kafkalog = the {native.core_name()} core; [py] = the pure-Python core")
     p()
     p("records/s (MB/s of batch bytes)")
-    hdr = ["value", "codec", "rec/batch"] + labels + ["memcpy GB/s", "Arrow/iter", "Arrow/kafka-python"]
+    hdr = ["value", "codec", "rec/batch"] + labels + ["memcpy GB/s", "Arrow/iter", "Arrow/kafka-python",
+                                                     "[py] Arrow/kafka-python"]
     out = []
     for r in rows:
         def cell(k):
@@ -343,7 +353,8 @@ def report(args, rows: list[dict]) -> None:
         memcpy_gbs = f"{r['memcpy']['MB_per_s'] / 1e3:.1f}"
         out.append([f"{r['value_size']} B", r["codec"], f"{r['records'] // r['batches']}"]
                    + [cell(k) for k in names]
-                   + [memcpy_gbs, ratio("arrow", "iterator"), ratio("arrow", "kafka-python")])
+                   + [memcpy_gbs, ratio("arrow", "iterator"), ratio("arrow", "kafka-python"),
+                      ratio("arrow[py]", "kafka-python")])
     p(table(hdr, out, ["<", "<"] + [">"] * (len(hdr) - 2)))
     if NOTES:
         p()

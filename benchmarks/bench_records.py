@@ -487,7 +487,11 @@ def section_peers(args, out):
                 run_decode(AIO_LABEL + " noCRC", aio_decode_nocrc, None)
             if KL is not None:
                 try:
+                    # "kafkalog": the active core (compiled when built); "kafkalog[py]": the
+                    # pure-Python reference, in the same run.
                     run_decode("kafkalog", kl_decode, collect_kl)
+                    with KL.native.use(pure=True):
+                        run_decode("kafkalog[py]", kl_decode, collect_kl)
                 except Exception as e:
                     note(f"kafkalog decode failed ({value_size} B, {codec}): {e!r}")
             rows.append(row)
@@ -751,8 +755,10 @@ def report(args, out, peers, crc_rows, file_res):
         p()
         p(f"[1b] DECODE + touch offset/timestamp/key/value/headers of every record, CRC validated "
           f"({args.batches} batches per buffer, same bytes for all) -- records/s (MB/s of batch bytes)")
-        dec_names = ["kafka-python", AIO_LABEL, AIO_LABEL + " noCRC", "kafkalog"]
-        hdr = ["value", "codec"] + dec_names + ["kafkalog/best peer (CRC on)"]
+        dec_names = ["kafka-python", AIO_LABEL, AIO_LABEL + " noCRC", "kafkalog", "kafkalog[py]"]
+        p(f"    kafkalog: the {KL.native.core_name() if KL else '-'} core; kafkalog[py]: the pure-Python core")
+        hdr = ["value", "codec"] + dec_names + ["kafkalog/kafka-python", "kafkalog/" + AIO_LABEL,
+                                                "[py]/kafka-python", "[py]/" + AIO_LABEL]
         rows = []
         for r in peers:
             d = r["decode"]
@@ -762,10 +768,13 @@ def report(args, out, peers, crc_rows, file_res):
                     return "-"
                 return f"{si(d[k]['records_per_s'])} ({d[k]['MB_per_s']:.0f})"
 
-            peers_on = [d[k]["records_per_s"] for k in ("kafka-python", AIO_LABEL) if k in d]
-            ratio = (f"{d['kafkalog']['records_per_s'] / max(peers_on):.2f}x"
-                     if "kafkalog" in d and peers_on else "-")
-            rows.append([f"{r['value_size']} B", r["codec"]] + [cell(k) for k in dec_names] + [ratio])
+            def ratio(ours, peer):
+                if ours not in d or peer not in d:
+                    return "-"
+                return f"{d[ours]['records_per_s'] / d[peer]['records_per_s']:.2f}x"
+
+            ratios = [ratio(ours, peer) for ours in ("kafkalog", "kafkalog[py]") for peer in ("kafka-python", AIO_LABEL)]
+            rows.append([f"{r['value_size']} B", r["codec"]] + [cell(k) for k in dec_names] + ratios)
         p(table(hdr, rows, ["<", "<"] + [">"] * (len(hdr) - 2)))
 
     if file_res:
