@@ -13,54 +13,68 @@
 
 /* ---- into Record objects ------------------------------------------------------------------ */
 
-/* The slots of record.Record, in the order decode_v2 fills them. Record declares __slots__, so
- * each name on the class is a member descriptor holding the slot's offset in the instance. */
-static const char *const record_slots[] = {
+static const char *const record_slots[KL_RECORD_SLOTS] = {
     "offset", "timestamp", "key", "value", "headers", "sequence", "size_in_bytes", "crc",
 };
-#define N_SLOTS 8
+
+int
+kl_record_type_init(kl_record_type *t, PyObject *type)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "the record class must be a type");
+        return -1;
+    }
+    t->type = (PyTypeObject *)type;
+    for (int k = 0; k < KL_RECORD_SLOTS; k++) {
+        PyObject *d = PyObject_GetAttrString(type, record_slots[k]);
+        if (d == NULL)
+            return -1;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", t->type->tp_name, record_slots[k]);
+            return -1;
+        }
+        t->slot[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+PyObject *
+kl_new_record(const kl_record_type *t, PyObject *values[KL_RECORD_SLOTS])
+{
+    PyObject *obj = NULL;
+    int k;
+    for (k = 0; k < KL_RECORD_SLOTS; k++)
+        if (values[k] == NULL)
+            goto fail;
+    obj = t->type->tp_alloc(t->type, 0);
+    if (obj == NULL)
+        goto fail;
+    for (k = 0; k < KL_RECORD_SLOTS; k++) {
+        PyObject **where = (PyObject **)((char *)obj + t->slot[k]);
+        PyObject *old = *where;
+        *where = values[k];
+        Py_XDECREF(old);
+    }
+    return obj;
+fail:
+    for (k = 0; k < KL_RECORD_SLOTS; k++)
+        Py_XDECREF(values[k]);
+    return NULL;
+}
 
 typedef struct {
-    PyTypeObject *type;        /* record.Record (exactly: subclasses are declined) */
+    kl_record_type rt;         /* record.Record */
     PyObject *header_type;     /* record.Header */
-    Py_ssize_t slot[N_SLOTS];  /* byte offsets of the slots in an instance */
     PyObject *list;
     PyObject *empty;           /* () for records without headers */
     const uint8_t *buf;
     int64_t base_offset, base_ts, append_ts;
     int has_append_ts;
     int64_t base_seq;
-    int overflow;              /* the callback stopped on an int64 overflow */
 } records_ctx;
-
-static int
-find_slots(records_ctx *c)
-{
-    for (int k = 0; k < N_SLOTS; k++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)c->type, record_slots[k]);
-        if (d == NULL)
-            return -1;
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) ||
-            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-            Py_DECREF(d);
-            PyErr_Format(PyExc_TypeError, "decode_v2: %s.%s is not a __slots__ member", c->type->tp_name,
-                         record_slots[k]);
-            return -1;
-        }
-        c->slot[k] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-    }
-    return 0;
-}
-
-static inline void
-set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) /* steals value */
-{
-    PyObject **where = (PyObject **)((char *)obj + offset);
-    PyObject *old = *where;
-    *where = value;
-    Py_XDECREF(old);
-}
 
 static PyObject *
 bytes_or_none(const uint8_t *buf, Py_ssize_t pos, int32_t len)
@@ -107,16 +121,13 @@ record_fn(void *ctx, Py_ssize_t index, const kl_record *r)
     records_ctx *c = ctx;
     int64_t offset, timestamp, seq;
     (void)index;
-    if (__builtin_add_overflow(c->base_offset, (int64_t)r->offset_delta, &offset)) {
-        c->overflow = 1;
+    /* An offset or timestamp beyond int64 stops the walk with no exception set: Invalid. */
+    if (__builtin_add_overflow(c->base_offset, (int64_t)r->offset_delta, &offset))
         return -1;
-    }
     if (c->has_append_ts)
         timestamp = c->append_ts;
-    else if (__builtin_add_overflow(c->base_ts, r->timestamp_delta, &timestamp)) {
-        c->overflow = 1;
+    else if (__builtin_add_overflow(c->base_ts, r->timestamp_delta, &timestamp))
         return -1;
-    }
     if (c->base_seq < 0)
         seq = -1;
     else {
@@ -124,10 +135,7 @@ record_fn(void *ctx, Py_ssize_t index, const kl_record *r)
         if (seq > INT32_MAX_) /* wraps to 0 past 2**31-1 (Kafka's incrementSequence) */
             seq -= 0x80000000LL;
     }
-    PyObject *obj = c->type->tp_alloc(c->type, 0);
-    if (obj == NULL)
-        return -1;
-    PyObject *v[N_SLOTS];
+    PyObject *v[KL_RECORD_SLOTS];
     v[0] = PyLong_FromLongLong(offset);
     v[1] = PyLong_FromLongLong(timestamp);
     v[2] = bytes_or_none(c->buf, r->key_pos, r->key_len);
@@ -136,19 +144,12 @@ record_fn(void *ctx, Py_ssize_t index, const kl_record *r)
     v[5] = PyLong_FromLongLong(seq);
     v[6] = PyLong_FromSsize_t(r->end - r->start);
     v[7] = Py_NewRef(Py_None);
-    int failed = 0;
-    for (int k = 0; k < N_SLOTS; k++) {
-        if (v[k] == NULL)
-            failed = 1;
-        else
-            set_slot(obj, c->slot[k], v[k]);
-    }
-    if (failed || PyList_Append(c->list, obj) < 0) {
-        Py_DECREF(obj);
+    PyObject *obj = kl_new_record(&c->rt, v);
+    if (obj == NULL)
         return -1;
-    }
+    int rc = PyList_Append(c->list, obj);
     Py_DECREF(obj);
-    return 0;
+    return rc;
 }
 
 /* decode_v2(buffer, pos, end, count, base_offset, base_ts, append_ts|None, base_seq, Record, Header)
@@ -167,11 +168,6 @@ decode_v2(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnniLLOLOO:decode_v2", &obj, &pos, &end, &count, &base_offset, &base_ts,
                           &append_obj, &base_seq, &type_obj, &c.header_type))
         return NULL;
-    if (!PyType_Check(type_obj)) {
-        PyErr_SetString(PyExc_TypeError, "decode_v2: the record class must be a type");
-        return NULL;
-    }
-    c.type = (PyTypeObject *)type_obj;
     if (append_obj != Py_None) {
         c.append_ts = PyLong_AsLongLong(append_obj);
         if (c.append_ts == -1 && PyErr_Occurred())
@@ -181,7 +177,7 @@ decode_v2(PyObject *self, PyObject *args)
     c.base_offset = base_offset;
     c.base_ts = base_ts;
     c.base_seq = base_seq;
-    if (find_slots(&c) < 0)
+    if (kl_record_type_init(&c.rt, type_obj) < 0)
         return NULL;
     if (kl_get_buffer(obj, &view) < 0)
         return NULL;
@@ -233,7 +229,6 @@ typedef struct {
     /* the batch being walked */
     int64_t base_offset, base_ts, max_ts;
     int log_append;
-    int overflow;
 } columns_ctx;
 
 static int
@@ -266,16 +261,12 @@ columns_fn(void *ctx, Py_ssize_t index, const kl_record *r)
         at->value_bytes + (r->value_len > 0 ? r->value_len : 0) > c->cap.value_bytes)
         return -1;
     int64_t offset, timestamp;
-    if (__builtin_add_overflow(c->base_offset, (int64_t)r->offset_delta, &offset)) {
-        c->overflow = 1;
-        return -1;
-    }
+    if (__builtin_add_overflow(c->base_offset, (int64_t)r->offset_delta, &offset))
+        return -1; /* beyond int64: Invalid */
     if (c->log_append)
         timestamp = c->max_ts;
-    else if (__builtin_add_overflow(c->base_ts, r->timestamp_delta, &timestamp)) {
-        c->overflow = 1;
+    else if (__builtin_add_overflow(c->base_ts, r->timestamp_delta, &timestamp))
         return -1;
-    }
     c->offset[i] = offset;
     c->timestamp[i] = timestamp;
     if (r->key_len > 0) {

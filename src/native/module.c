@@ -40,6 +40,7 @@ kl_get_writable(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t 
 static PyMethodDef *const tables[] = {
     kl_walk_methods,
     kl_decode_methods,
+    kl_legacy_methods,
 };
 
 static int

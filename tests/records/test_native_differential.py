@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from kafkalog import MemoryRecords, native
 from kafkalog import columnar_fast
 from kafkalog.errors import KafkalogError
+from kafkalog.legacy import LegacyRecordBatch, encode_message
 from kafkalog.record import Header, Record
 from kafkalog.record_walk import RECORDS, BatchBase, RecordWalkError, walk
 from kafkalog.recordbatch import DefaultRecordBatch, encode_record
@@ -177,25 +178,29 @@ def mutated(draw):
 
 
 @given(p=payloads(), base=_bases)
-@examples(300)
+@pytest.mark.timeout_guard(300)
+@examples(200)
 def test_valid_payloads_agree(p, base):
     data, count = p
     check_all(data, count, base)
 
 
 @given(m=mutated(), base=_bases)
-@examples(600)
+@pytest.mark.timeout_guard(300)
+@examples(400)
 def test_mutated_payloads_agree(m, base):
     data, count = m
     check_all(data, count, base)
 
 
 @given(data=st.binary(max_size=64), count=st.integers(0, 12), base=_bases)
-@examples(300)
+@pytest.mark.timeout_guard(300)
+@examples(200)
 def test_random_bytes_agree(data, count, base):
     check_all(data, count, base)
 
 
+@pytest.mark.timeout_guard(300)
 def test_extreme_lengths_and_varints_in_every_field():
     """Each field of a record replaced by every extreme varint."""
     base = BatchBase(0, 0, None, -1, False)
@@ -225,6 +230,7 @@ def _corpus_batches(limit: int = 60):
     return out
 
 
+@pytest.mark.timeout_guard(300)
 def test_corpus_batches_agree_and_survive_mutation():
     """The real batches of tests/data, intact and then mutated (seeded: repeatable)."""
     batches = _corpus_batches()
@@ -264,3 +270,62 @@ def test_a_run_of_batches_agrees():
     broken = bytearray(data)
     broken[len(broken) // 2] ^= 0x40
     check_columns(bytes(broken), starts, ends, fields)
+
+
+# ------------------------------------------------------------------------------------------------
+# The v0/v1 inner-message walk
+
+
+def _wrapper(magic: int, wrapper_offset: int, append: bool) -> LegacyRecordBatch:
+    """A compressed wrapper header to hang decompressed inner sets on (its value is not read)."""
+    attributes = 1 | (0x08 if append and magic == 1 else 0)  # gzip
+    raw = encode_message(wrapper_offset, magic, None, b"x", timestamp=777 if magic else -1, attributes=attributes)
+    return LegacyRecordBatch(raw)
+
+
+def check_legacy(data: bytes, magic: int, wrapper_offset: int, append: bool) -> None:
+    """legacy_inner against LegacyRecordBatch._walk_inner on the same decompressed inner set."""
+    batch = _wrapper(magic, wrapper_offset, append)
+    append_ts = 777 if append and magic == 1 else None
+    got = _outcome(lambda: _rows(EXT.legacy_inner(data, magic, wrapper_offset, append_ts, Record)), EXT.Invalid)
+    want = _outcome(lambda: _rows(batch._walk_inner(data)), KafkalogError)
+    assert got == want
+
+
+@st.composite
+def inner_sets(draw):
+    magic = draw(st.sampled_from([0, 1]))
+    messages = draw(st.lists(st.tuples(st.integers(-3, 2**40), st.integers(-1, 2**41), _bytes, _bytes), max_size=8))
+    data = b"".join(encode_message(off, magic, k, v, timestamp=ts if magic else -1) for off, ts, k, v in messages)
+    data = bytearray(data)
+    for _ in range(draw(st.integers(0, 3))):
+        if not data:
+            break
+        at = draw(st.integers(0, len(data) - 1))
+        kind = draw(st.sampled_from(["flip", "truncate", "byte", "size"]))
+        if kind == "flip":
+            data[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "truncate":
+            del data[at:]
+        elif kind == "byte":
+            data[at] = draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF]))
+        else:
+            data[at : at + 4] = draw(st.sampled_from([b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff", b"\x00\x00\x00\x00"]))
+    wrapper_offset = draw(st.one_of(st.just(0), st.integers(0, 2**41), st.sampled_from([INT64_MAX, INT64_MIN])))
+    return bytes(data), magic, wrapper_offset, draw(st.booleans())
+
+
+@given(s=inner_sets())
+@pytest.mark.timeout_guard(300)
+@examples(400)
+def test_legacy_inner_sets_agree(s):
+    check_legacy(*s)
+
+
+def test_legacy_offsets_near_the_int64_limits():
+    for magic in (0, 1):
+        for offsets, wrapper in [([INT64_MAX], INT64_MAX), ([-5], INT64_MAX), ([0, 1], INT64_MAX),
+                                 ([INT64_MIN, 0], 0), ([3, 1], 5), ([5], 3)]:
+            data = b"".join(encode_message(off, magic, None, b"v", timestamp=1 if magic else -1) for off in offsets)
+            for append in (False, True):
+                check_legacy(data, magic, wrapper, append)
