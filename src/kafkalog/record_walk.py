@@ -120,8 +120,8 @@ def _walk_headers(data: Any, pos: int, rend: int, index: int, keep: Keep, out: A
         elif vlen != -1:
             raise RecordWalkError(f"invalid header value size {vlen}", index, pos)
         if keep is RECORDS:
-            value = None if vlen < 0 else bytes(data[vpos : vpos + vlen])
-            headers.append(Header(bytes(data[kpos : kpos + klen]).decode("utf-8", "replace"), value))
+            value = None if vlen < 0 else data[vpos : vpos + vlen]
+            headers.append(Header(data[kpos : kpos + klen].decode("utf-8", "replace"), value))
         elif keep is COLUMNS:
             out.hkey_pos.append(kpos)
             out.hkey_len.append(klen)
@@ -164,6 +164,8 @@ def walk(
     if decoding:
         assert base is not None and (keep is RECORDS or out is not None)
         base_offset, base_ts, append_ts, base_seq, control = base
+        if keep is RECORDS and not isinstance(data, bytes):
+            data = bytes(data)  # keys and values are sliced out of it as bytes
         new = ControlRecord if control else Record
         # Offset deltas are int32: a base offset away from the int64 limits cannot overflow.
         check_offset = base_offset + _INT32_MAX > INT64_MAX or base_offset - _INT32_MAX - 1 < INT64_MIN
@@ -305,8 +307,8 @@ def walk(
                 new(
                     offset,
                     timestamp,
-                    None if key_len < 0 else bytes(data[key_pos : key_pos + key_len]),
-                    None if value_len < 0 else bytes(data[value_pos : value_pos + value_len]),
+                    None if key_len < 0 else data[key_pos : key_pos + key_len],
+                    None if value_len < 0 else data[value_pos : value_pos + value_len],
                     headers,
                     seq,
                     rend - rstart,
