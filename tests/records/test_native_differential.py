@@ -20,8 +20,7 @@ from conftest import DATA, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalog import MemoryRecords, native
-from kafkalog import columnar_fast
+from kafkalog import MemoryRecords, columnar_fast, native
 from kafkalog.errors import KafkalogError
 from kafkalog.legacy import LegacyRecordBatch, encode_message
 from kafkalog.record import Header, Record
@@ -79,8 +78,8 @@ def _pure_columns(data, starts, ends, fields, include_headers):
 def check_columns(data, starts, ends, fields) -> None:
     """columns_v2_size/fill against walk(COLUMNS), both the arrays handed to RecordColumns."""
     for include_headers in (True, False):
-        got = _outcome(lambda: columnar_fast._compiled(EXT, data, starts, ends, fields, include_headers), EXT.Invalid)
-        want = _outcome(lambda: _pure_columns(data, starts, ends, fields, include_headers), columnar_fast.UsePlainPath)
+        got = _outcome(lambda h=include_headers: columnar_fast._compiled(EXT, data, starts, ends, fields, h), EXT.Invalid)
+        want = _outcome(lambda h=include_headers: _pure_columns(data, starts, ends, fields, h), columnar_fast.UsePlainPath)
         assert got[0] == want[0]
         if got[0] == "ok":
             assert sorted(got[1]) == sorted(want[1])
