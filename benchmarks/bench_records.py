@@ -455,10 +455,11 @@ def section_peers(args, out):
                         fn(recs, codec)
                 return nrec / bench(go, args.min_time, args.repeats)
 
-            row["build"]["kafka-python"] = run_build(kp_build)
-            if have_aio:
+            if not args.skip_build:
+                row["build"]["kafka-python"] = run_build(kp_build)
+            if have_aio and not args.skip_build:
                 row["build"][AIO_LABEL] = run_build(aio_build)
-            if KL is not None:
+            if KL is not None and not args.skip_build:
                 try:
                     kl_out = b"".join(bytes(kl_build(recs, codec, j * n)) for j, recs in enumerate(batches))
                     chk = collect_kp(kl_out)
@@ -847,7 +848,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=None, help="repeats (best is kept)")
     ap.add_argument("--batches", type=int, default=8,
                     help="distinct ~16 KiB batches per buffer in [1] (default 8)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: peers,file,crc")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: peers,file,crc, and build (the build half of [1])")
     args = ap.parse_args(argv)
     if args.min_time is None:
         args.min_time = 0.08 if args.quick else 0.2
@@ -857,6 +858,7 @@ def main(argv=None):
         args.file_size = (128 << 20) if args.quick else (1 << 30)
     args.file_repeats = 2 if args.quick else 3
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    args.skip_build = "build" in skip
 
     if KL is None:
         note(f"kafkalog not importable ({KL_IMPORT_ERROR!r}; tried the environment and "
