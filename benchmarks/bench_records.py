@@ -34,6 +34,7 @@ script; its parts are skipped with a note when it cannot be imported.
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext as _nullcontext
 import gc
 import itertools
 import json
@@ -454,10 +455,11 @@ def section_peers(args, out):
                         fn(recs, codec)
                 return nrec / bench(go, args.min_time, args.repeats)
 
-            row["build"]["kafka-python"] = run_build(kp_build)
-            if have_aio:
+            if not args.skip_build:
+                row["build"]["kafka-python"] = run_build(kp_build)
+            if have_aio and not args.skip_build:
                 row["build"][AIO_LABEL] = run_build(aio_build)
-            if KL is not None:
+            if KL is not None and not args.skip_build:
                 try:
                     kl_out = b"".join(bytes(kl_build(recs, codec, j * n)) for j, recs in enumerate(batches))
                     chk = collect_kp(kl_out)
@@ -469,27 +471,42 @@ def section_peers(args, out):
                 except Exception as e:
                     note(f"kafkalog build failed ({value_size} B, {codec}): {e!r}")
 
-            # ---- decode + touch, CRC on
-            def run_decode(name, fn, collect):
+            # ---- decode + touch, CRC on. The decoders are timed in turns (one calibrated repeat
+            # each per round, best of --repeats rounds kept) so that load from elsewhere on the
+            # machine falls on all of them alike and the ratios stay meaningful.
+            decoders = []
+
+            def add_decoder(name, fn, collect, pure=False):
                 if collect is not None:
-                    got = collect(buf)
+                    with KL.native.use(pure=True) if pure else _nullcontext():
+                        got = collect(buf)
                     if got != want:
                         note(f"{name} decodes differently ({value_size} B, {codec}): "
                              f"{first_diff(got, want)}; not timed")
                         return
-                fn(buf)
-                t = bench(lambda: fn(buf), args.min_time, args.repeats)
-                row["decode"][name] = {"records_per_s": nrec / t, "MB_per_s": len(buf) / t / 1e6}
+                decoders.append((name, fn, pure))
 
-            run_decode("kafka-python", kp_decode, None)
+            add_decoder("kafka-python", kp_decode, None)
             if have_aio:
-                run_decode(AIO_LABEL, aio_decode, collect_aio)
-                run_decode(AIO_LABEL + " noCRC", aio_decode_nocrc, None)
+                add_decoder(AIO_LABEL, aio_decode, collect_aio)
+                add_decoder(AIO_LABEL + " noCRC", aio_decode_nocrc, None)
             if KL is not None:
-                try:
-                    run_decode("kafkalog", kl_decode, collect_kl)
-                except Exception as e:
-                    note(f"kafkalog decode failed ({value_size} B, {codec}): {e!r}")
+                # "kafkalog": the active core (compiled when built); "kafkalog[py]": the
+                # pure-Python reference, in the same run.
+                add_decoder("kafkalog", kl_decode, collect_kl)
+                if KL.native.available():
+                    add_decoder("kafkalog[py]", kl_decode, collect_kl, pure=True)
+            best = {name: float("inf") for name, _, _ in decoders}
+            for _ in range(args.repeats):
+                for name, fn, pure in decoders:
+                    try:
+                        with KL.native.use(pure=True) if pure else _nullcontext():
+                            best[name] = min(best[name], bench(lambda: fn(buf), args.min_time, 1))
+                    except Exception as e:
+                        note(f"{name} decode failed ({value_size} B, {codec}): {e!r}")
+            for name, t in best.items():
+                if t < float("inf"):
+                    row["decode"][name] = {"records_per_s": nrec / t, "MB_per_s": len(buf) / t / 1e6}
             rows.append(row)
     out["peers"] = rows
     return rows
@@ -751,8 +768,10 @@ def report(args, out, peers, crc_rows, file_res):
         p()
         p(f"[1b] DECODE + touch offset/timestamp/key/value/headers of every record, CRC validated "
           f"({args.batches} batches per buffer, same bytes for all) -- records/s (MB/s of batch bytes)")
-        dec_names = ["kafka-python", AIO_LABEL, AIO_LABEL + " noCRC", "kafkalog"]
-        hdr = ["value", "codec"] + dec_names + ["kafkalog/best peer (CRC on)"]
+        dec_names = ["kafka-python", AIO_LABEL, AIO_LABEL + " noCRC", "kafkalog", "kafkalog[py]"]
+        p(f"    kafkalog: the {KL.native.core_name() if KL else '-'} core; kafkalog[py]: the pure-Python core")
+        hdr = ["value", "codec"] + dec_names + ["kafkalog/kafka-python", "kafkalog/" + AIO_LABEL,
+                                                "[py]/kafka-python", "[py]/" + AIO_LABEL]
         rows = []
         for r in peers:
             d = r["decode"]
@@ -762,10 +781,13 @@ def report(args, out, peers, crc_rows, file_res):
                     return "-"
                 return f"{si(d[k]['records_per_s'])} ({d[k]['MB_per_s']:.0f})"
 
-            peers_on = [d[k]["records_per_s"] for k in ("kafka-python", AIO_LABEL) if k in d]
-            ratio = (f"{d['kafkalog']['records_per_s'] / max(peers_on):.2f}x"
-                     if "kafkalog" in d and peers_on else "-")
-            rows.append([f"{r['value_size']} B", r["codec"]] + [cell(k) for k in dec_names] + [ratio])
+            def ratio(ours, peer):
+                if ours not in d or peer not in d:
+                    return "-"
+                return f"{d[ours]['records_per_s'] / d[peer]['records_per_s']:.2f}x"
+
+            ratios = [ratio(ours, peer) for ours in ("kafkalog", "kafkalog[py]") for peer in ("kafka-python", AIO_LABEL)]
+            rows.append([f"{r['value_size']} B", r["codec"]] + [cell(k) for k in dec_names] + ratios)
         p(table(hdr, rows, ["<", "<"] + [">"] * (len(hdr) - 2)))
 
     if file_res:
@@ -826,7 +848,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=None, help="repeats (best is kept)")
     ap.add_argument("--batches", type=int, default=8,
                     help="distinct ~16 KiB batches per buffer in [1] (default 8)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: peers,file,crc")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: peers,file,crc, and build (the build half of [1])")
     args = ap.parse_args(argv)
     if args.min_time is None:
         args.min_time = 0.08 if args.quick else 0.2
@@ -836,6 +858,7 @@ def main(argv=None):
         args.file_size = (128 << 20) if args.quick else (1 << 30)
     args.file_repeats = 2 if args.quick else 3
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    args.skip_build = "build" in skip
 
     if KL is None:
         note(f"kafkalog not importable ({KL_IMPORT_ERROR!r}; tried the environment and "

@@ -183,3 +183,34 @@ def _timeout_guard(request):
         if fired:
             for reset in AFTER_HANG_GUARD:
                 reset()
+
+
+# -- the two record cores ------------------------------------------------------------------------
+
+from kafkalog import native  # noqa: E402
+
+#: The record cores tests can run on: the compiled one only when it is built.
+CORES = ["native", "python"] if native.available() else ["python"]
+
+
+_ON_BOTH_CORES = Path(__file__).parent / "records"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize over the record cores every test that asks for ``core``, and every test of
+    tests/records whether it asks or not (so each hostile-input and hypothesis test there runs
+    on both cores)."""
+    path = Path(str(metafunc.definition.path))
+    if "core" not in metafunc.fixturenames:
+        if _ON_BOTH_CORES not in path.parents or getattr(metafunc.module, "BOTH_CORES_INSIDE", False):
+            return
+        metafunc.fixturenames.append("core")
+    metafunc.parametrize("core", CORES, indirect=True)
+
+
+@pytest.fixture
+def core(request) -> str:
+    """The record core this test runs on (``kafkalog.native.use``): "native" (when built) or
+    "python", the pure reference; parametrized by :func:`pytest_generate_tests`."""
+    with native.use(pure=request.param == "python"):
+        yield request.param

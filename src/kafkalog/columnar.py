@@ -10,11 +10,11 @@ headers of up to 2 MiB of entries parsed and checked (counts, codec, control fla
 call per batch) with numpy at once, without a batch object; uncompressed payloads are then read
 in place in the buffer, not copied. Otherwise (and for compressed payloads) the payloads of
 consecutive v2 batches (decompressed where needed) are joined into one buffer. Each run goes to
-the numpy fast path (:mod:`kafkalog.columnar_fast`); when one of its checks fails, the whole run
-is decoded again batch by batch through the Record iterator, which raises its exact error
-(file, position, reason) -- or, should the fast path have been too strict, gives the records.
-Control batches and v0/v1 messages always take that plain path, and ``KAFKALOG_COLUMNAR=plain``
-in the environment forces it for everything.
+:mod:`kafkalog.columnar_fast` (the record walk keeping columns: compiled, or pure Python); when
+a record fails a check, the whole run is decoded again batch by batch through the Record
+iterator, which raises its exact error (file, position, reason). Control batches and v0/v1
+messages always take that plain path, and ``KAFKALOG_COLUMNAR=plain`` in the environment forces
+it for everything.
 
 Thread-safety: each call works on its own state; the batches must not be mutated meanwhile.
 
@@ -71,9 +71,8 @@ _CHUNK_BYTES = 2 << 20
 # columns into the result, so larger runs win (measured: 2 MiB 27 us per 16 KiB batch of
 # 100-byte records, 8 MiB 16 us).
 _IN_PLACE_CHUNK_BYTES = 8 << 20
-# Zeros after the joined payloads. A record that fails its checks can have the fields after
-# its null key and value read up to ~35 bytes past its declared end before the check at the
-# end of the step rejects it; those reads must stay inside the buffer.
+# Zeros after the joined payloads: the pure walk reads a malformed record's fields up to its
+# declared end before rejecting it; the pad keeps such reads inside the buffer.
 _PAD = bytes(64)
 _MIN_RECORD_SIZE = MIN_RECORD_BODY + 1  # a record's body plus its one-byte length
 

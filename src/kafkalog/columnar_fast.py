@@ -1,29 +1,28 @@
-"""The numpy fast path of columnar decoding: a run of v2 batches decoded field by field.
+"""Columnar decoding of a run of v2 batches: the record walk's columns, gathered with numpy.
 
 The payloads of consecutive non-control v2 batches lie in one buffer (joined, or in place in a
-``MemoryRecords``). A tight Python loop walks only the record-length varints (one ``append``
-per record; across many small batches, one numpy step per record index instead); everything
-else is decoded with numpy over all records at once, field by field (attributes, timestamp
-delta, offset delta, key, value, header count, then headers level by level), and keys and
-values are gathered into their data buffers by pyarrow's ``take`` over the buffer (when
-pyarrow is installed; else with numpy: one byte mask over the buffer for short values, one
-C-level copy per value for long ones).
+``MemoryRecords``). The records are walked once, by the compiled core when it is in use
+(``_native.columns_v2_size`` then ``columns_v2_fill``: every record checked, offsets,
+timestamps, keys, values and headers written into arrays allocated here), else by the pure
+walk (:func:`kafkalog.record_walk.walk` keeping ``COLUMNS``: positions and lengths, whose bytes
+are then gathered with pyarrow's ``take`` over the buffer when pyarrow is installed, else with
+numpy). The per-batch columns (producer id, leader epoch, timestamp type, batch index) are
+repeated with numpy.
 
-Every check of the Record iterator (``DefaultRecordBatch.records``) is made too; when one
-fails, :class:`UsePlainPath` is raised and the caller decodes the run again through the Record
-iterator, which raises its exact error. Nothing is preallocated from a count field alone:
-headers are parsed only after ``2 * count`` is checked against the bytes left in the record,
-and every array grows with records actually read.
+When a record fails a check (the compiled core raises ``Invalid``, the pure walk
+``RecordWalkError``), :class:`UsePlainPath` is raised and the caller decodes the run again
+through the Record iterator, which raises the exact error. Nothing is preallocated from a count
+field alone: the arrays are sized by a first pass that walked and checked every record.
 """
 
 from __future__ import annotations
 
-from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
+from . import native
 from .columnar_arrow import import_pyarrow
 from .columnar_columns import (
     EMPTY_U8,
@@ -31,32 +30,23 @@ from .columnar_columns import (
     binary_from_list,
     offsets_from_lengths,
 )
-from .errors import InvalidRecordError
 from .record import TIMESTAMP_TYPE_MASK
-from .record_walk import MIN_RECORD_BODY
-from .varint import ZIGZAG_TABLE, decode_varint
+from .record_walk import COLUMNS, BatchBase, RecordWalkError, SpanColumns, walk
 
-# Headers are parsed with numpy level by level while at least this many records still have
-# headers left; the last few records (say, one record with thousands of headers) in Python.
-_HEADER_VECTOR_MIN = 32
-# The record-length walk runs vectorised across batches (one numpy step per record index) when a
-# run has at least this many batches and this many times more records than its longest batch
-# (the counts are bounded by the bytes before a batch is queued): measured ~10 us per step
-# against ~0.4 us per record in the Python walk, so it wins from about 25 records per step.
-_WALK_VECTOR_MIN_BATCHES = 24
 # Slices at least this long on average are copied one by one (see _gather; measured crossover
 # between 300 B and 1 KiB).
 _LONG_SLICES = 512
 _INT32_MAX = 0x7FFFFFFF
-_U64 = np.uint64
 # Keys, values and headers are gathered by pyarrow's take when pyarrow is installed (see
 # _gather); False forces the numpy formulation (the tests run both).
 _ARROW_GATHER = True
 _TAKE: Any = None  # pyarrow.compute.take, False without pyarrow; set on first use
+_HEADER_COLUMNS = ("header_offsets", "headers_valid", "header_key_offsets", "header_key_data",
+                   "header_value_offsets", "header_value_data", "header_value_valid")
 
 
 class UsePlainPath(Exception):
-    """The fast path met something the Record iterator may reject: decode through it instead."""
+    """A record failed a check: decode the run through the Record iterator, which words it."""
 
 
 def decode_v2_run(
@@ -73,272 +63,107 @@ def decode_v2_run(
     base and max timestamps, attributes, producer id, leader epoch, count and batch index).
 
     Raises:
-        UsePlainPath: any check of ``record_walk.decode_records`` fails somewhere in the run.
-        IndexError: a position left the buffer (damage; treated as UsePlainPath by the caller).
+        UsePlainPath: a record of the run fails a check of the record walk.
     """
-    if len(counts) >= _WALK_VECTOR_MIN_BATCHES and max(counts) * _WALK_VECTOR_MIN_BATCHES <= sum(counts):
-        rend = _record_ends_vector(u, starts, ends, counts)
+    ext = native.ext
+    if ext is not None:
+        try:
+            columns = _compiled(ext, data, starts, ends, fields, include_headers)
+        except native.Invalid:
+            raise UsePlainPath from None
     else:
-        rend = np.array(_record_ends(data, starts, ends, counts), dtype=np.int64)
-    n = len(rend)
+        columns = _walked(data, u, starts, ends, fields, include_headers)
     count_arr = np.array(counts, np.int64)
-    rstart = np.empty(n, np.int64)
-    rstart[1:] = rend[:-1]
-    rstart[np.cumsum(count_arr) - count_arr] = starts
-
-    length, size = _varints(u, rstart, 5)
-    if (length < MIN_RECORD_BODY).any() or (rstart + size + length != rend).any():
-        raise UsePlainPath
-    p = rstart + size + 1  # past the length and the attributes byte (unused in v2)
-    ts_delta, size = _varints(u, p, 10)
-    p += size
-    offset_delta, size = _varints(u, p, 5)
-    p += size
-    key_len, key_start, p = _sized(u, p, rend)
-    value_len, value_start, p = _sized(u, p, rend)
-    header_count, size = _varints(u, p, 5)
-    p += size
-    if (header_count < 0).any() or (header_count * 2 > rend - p).any():
-        raise UsePlainPath
-    with_headers = np.flatnonzero(header_count)
-    if len(with_headers) == 0:
-        if (p != rend).any():
-            raise UsePlainPath
-        table = None
-    else:
-        without = header_count == 0
-        if (p[without] != rend[without]).any():
-            raise UsePlainPath
-        table = _headers(u, data, with_headers, p[with_headers], header_count[with_headers], rend[with_headers])
-
-    base_offset, base_ts, max_ts, attrs, producer_id, leader_epoch, _, index = (
+    _, _, _, attrs, producer_id, leader_epoch, _, index = (
         np.repeat(np.array(column, dtype=np.int64), count_arr) for column in zip(*fields)
     )
-    log_append = (attrs & TIMESTAMP_TYPE_MASK) != 0
-    timestamp = base_ts + ts_delta
-    if log_append.any():
-        # Under LogAppendTime every record reports the batch's max timestamp (the append time).
-        timestamp = np.where(log_append, max_ts, timestamp)
-    key_offsets, key_data = _gather(u, data, key_start, key_len)
-    value_offsets, value_data = _gather(u, data, value_start, value_len)
-    columns: dict[str, np.ndarray | None] = dict(
-        offset=base_offset + offset_delta,
-        timestamp=timestamp,
-        timestamp_type=log_append.astype(np.int8),  # v2: 0 CreateTime, 1 LogAppendTime
-        key_offsets=key_offsets,
-        key_data=key_data,
-        key_valid=key_len >= 0,
-        value_offsets=value_offsets,
-        value_data=value_data,
-        value_valid=value_len >= 0,
+    n = len(attrs)
+    columns.update(
+        timestamp_type=((attrs & TIMESTAMP_TYPE_MASK) != 0).astype(np.int8),  # v2: 0 CreateTime, 1 LogAppendTime
         is_control=np.zeros(n, bool),
         producer_id=producer_id,
         partition_leader_epoch=leader_epoch.astype(np.int32),
         batch_index=index,
     )
-    if not include_headers:
-        for name in ("header_offsets", "headers_valid", "header_key_offsets", "header_key_data",
-                     "header_value_offsets", "header_value_data", "header_value_valid"):
-            columns[name] = None
-        return RecordColumns(**columns)
-    columns["header_offsets"] = offsets_from_lengths(header_count)
-    columns["headers_valid"] = header_count > 0
-    if table is None:
-        columns["header_key_offsets"] = columns["header_value_offsets"] = np.zeros(1, np.int64)
-        columns["header_key_data"] = columns["header_value_data"] = EMPTY_U8
-        columns["header_value_valid"] = np.zeros(0, bool)
+    if include_headers:
+        columns["header_key_offsets"], columns["header_key_data"] = _utf8_keys(
+            columns["header_key_offsets"], columns["header_key_data"]
+        )
     else:
-        hk_start, hk_len, hv_start, hv_len = table
-        columns["header_key_offsets"], columns["header_key_data"] = _utf8_keys(*_gather(u, data, hk_start, hk_len))
-        columns["header_value_offsets"], columns["header_value_data"] = _gather(u, data, hv_start, hv_len)
-        columns["header_value_valid"] = hv_len >= 0
+        for name in _HEADER_COLUMNS:
+            columns[name] = None
     return RecordColumns(**columns)
 
 
-def _record_ends(data: bytes, starts: list[int], ends: list[int], counts: list[int]) -> list[int]:
-    """Walk the record-length varints of each batch; return where every record ends.
+def _compiled(ext: Any, data: Any, starts: list[int], ends: list[int], fields: list[tuple[int, ...]],
+              include_headers: bool) -> dict[str, Any]:
+    """The run through the compiled core: a checking pass for the sizes, then one filling the
+    arrays allocated here."""
+    batches = np.empty((len(starts), 7), np.int64)
+    batches[:, 0] = starts
+    batches[:, 1] = ends
+    batches[:, 2:7] = np.array([(f[6], f[0], f[1], f[2], f[3]) for f in fields], np.int64)
+    n, key_bytes, value_bytes, h, hkey_bytes, hvalue_bytes = ext.columns_v2_size(data, batches)
+    c: dict[str, Any] = dict(
+        offset=np.empty(n, np.int64),
+        timestamp=np.empty(n, np.int64),
+        key_offsets=np.empty(n + 1, np.int64),
+        key_data=np.empty(key_bytes, np.uint8),
+        key_valid=np.empty(n, bool),
+        value_offsets=np.empty(n + 1, np.int64),
+        value_data=np.empty(value_bytes, np.uint8),
+        value_valid=np.empty(n, bool),
+    )
+    if include_headers:
+        c.update(
+            header_offsets=np.empty(n + 1, np.int64),
+            header_key_offsets=np.empty(h + 1, np.int64),
+            header_key_data=np.empty(hkey_bytes, np.uint8),
+            header_value_offsets=np.empty(h + 1, np.int64),
+            header_value_data=np.empty(hvalue_bytes, np.uint8),
+            header_value_valid=np.empty(h, bool),
+        )
+        headers = [c[name] for name in ("header_offsets", "header_key_offsets", "header_key_data",
+                                        "header_value_offsets", "header_value_data", "header_value_valid")]
+    else:
+        headers = [None] * 6
+    ext.columns_v2_fill(data, batches, *(c[name] for name in (
+        "offset", "timestamp", "key_offsets", "key_data", "key_valid", "value_offsets", "value_data",
+        "value_valid")), *headers)
+    if include_headers:
+        c["headers_valid"] = np.diff(c["header_offsets"]) > 0
+    return c
 
-    The one sequential part of the decode. Lengths are checked afterwards, vectorised (a
-    negative one only moves ``pos`` back, the walk being bounded by the count); the walk must
-    land exactly on each batch's end.
-    """
-    zz = ZIGZAG_TABLE
-    out: list[int] = []
-    append = out.append
+
+def _walked(data: Any, u: np.ndarray, starts: list[int], ends: list[int], fields: list[tuple[int, ...]],
+            include_headers: bool) -> dict[str, Any]:
+    """The run through the pure walk: spans per record, their bytes gathered with numpy/pyarrow."""
+    out = SpanColumns()
     try:
-        for pos, end, count in zip(starts, ends, counts):
-            for _ in repeat(None, count):
-                b = data[pos]
-                if b < 0x80:
-                    pos += 1 + zz[b]
-                else:
-                    b2 = data[pos + 1]
-                    if b2 < 0x80:
-                        pos += 2 + zz[(b & 0x7F) | (b2 << 7)]
-                    else:
-                        length, pos = decode_varint(data, pos)
-                        pos += length
-                append(pos)
-            if pos != end:
-                raise UsePlainPath
-    except (IndexError, InvalidRecordError):
+        for start, end, f in zip(starts, ends, fields):
+            base_offset, base_ts, max_ts, attrs, _, _, count, _ = f
+            append_ts = max_ts if attrs & TIMESTAMP_TYPE_MASK else None
+            walk(data, start, end, count, COLUMNS, BatchBase(base_offset, base_ts, append_ts, -1, False), out)
+    except RecordWalkError:
         raise UsePlainPath from None
-    return out
-
-
-def _step_table() -> np.ndarray:
-    """For every two bytes ``b0 | b1 << 8`` at a record's start: how far the record reaches
-    (its length varint's size plus the ZigZag-decoded length) when the varint is one or two
-    bytes long, else :data:`_LONGER` (three or more bytes: decoded the general way)."""
-    w = np.arange(1 << 16, dtype=np.int64)
-    b0, b1 = w & 0xFF, w >> 8
-    one = (b0 >> 1) ^ -(b0 & 1)
-    z2 = (b0 & 0x7F) | (b1 << 7)
-    two = (z2 >> 1) ^ -(z2 & 1)
-    return np.where(b0 < 0x80, 1 + one, np.where(b1 < 0x80, 2 + two, _LONGER))
-
-
-_LONGER = -(1 << 40)
-_STEP = _step_table()
-
-
-def _record_ends_vector(u: np.ndarray, starts: list[int], ends: list[int], counts: list[int]) -> np.ndarray:
-    """:func:`_record_ends` for many batches at once: step ``k`` reads the length of record ``k``
-    of every batch that has one, with numpy. Batches are independent, so a run of many small
-    batches walks in ``max(counts)`` vectorised steps instead of one Python step per record.
-    Same checks: each walk must land on its batch's end, lengths are checked by the caller.
-    """
-    raw = np.array(counts, np.int64)
-    order = np.argsort(-raw, kind="stable")  # longest first: the batches still walking are a prefix
-    count = raw[order]
-    pos = np.array(starts, np.int64)[order]
-    first = (np.cumsum(raw) - raw)[order]  # where each batch's record ends go in the output
-    out = np.empty(int(raw.sum()), np.int64)
-    # The two bytes at every position, little-endian (unaligned reads): one gather per step.
-    pairs = np.ndarray((len(u) - 1,), dtype="<u2", buffer=u, strides=(1,))
-    active = len(count)
-    # No bounds check per step: a length that leaves the buffer raises IndexError (the caller
-    # falls back to the Record iterator), and every record's bounds are checked afterwards.
-    for k in range(int(count[0])):
-        while count[active - 1] <= k:
-            active -= 1
-        p = pos[:active]
-        step = _STEP[pairs[p]]
-        if (step == _LONGER).any():  # a length of three bytes or more somewhere
-            length, size = _varints(u, p, 5)
-            step = length + size
-        p += step  # a view: updates pos
-        out[first[:active] + k] = p
-    if (pos != np.array(ends, np.int64)[order]).any():
-        raise UsePlainPath
-    return out
-
-
-def _varints(u: np.ndarray, pos: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray | int]:
-    """The ZigZag varints (``limit`` 5) or varlongs (10) at ``pos``: (values, sizes).
-
-    Strict as ``kafkalog.varint``: longer than ``limit`` bytes, or more than 32 (64) bits, is
-    refused. ``sizes`` is the int 1 when every one is a single byte (the common case).
-    """
-    b = u[pos]
-    more = b >= 0x80
-    if not more.any():
-        z = b.astype(np.int64)
-        return (z >> 1) ^ -(z & 1), 1
-    z = (b & 0x7F).astype(_U64)
-    size = np.ones(len(pos), np.int64)
-    active = np.flatnonzero(more)
-    at = pos[active]
-    # The last byte may add only the bits that fit: 4 of a varint's 32, 1 of a varlong's 64.
-    last_max = 0x0F if limit == 5 else 0x01
-    for k in range(1, limit):
-        bk = u[at + k]
-        z[active] |= (bk & 0x7F).astype(_U64) << _U64(7 * k)
-        size[active] += 1
-        cont = bk >= 0x80
-        if k == limit - 1:
-            if cont.any() or (bk > last_max).any():
-                raise UsePlainPath
-            break
-        if not cont.all():
-            active, at = active[cont], at[cont]
-            if not len(active):
-                break
-    return (z >> _U64(1)).astype(np.int64) ^ -(z & _U64(1)).astype(np.int64), size
-
-
-def _sized(u: np.ndarray, p: np.ndarray, rend: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A length-prefixed field (-1 null) at ``p``: (lengths, data starts, positions after)."""
-    length, size = _varints(u, p, 5)
-    start = p + size
-    if ((length < -1) | (length > rend - start)).any():
-        raise UsePlainPath
-    return length, start, start + np.maximum(length, 0)
-
-
-def _headers(
-    u: np.ndarray, data: bytes, rec: np.ndarray, pos: np.ndarray, left: np.ndarray, rend: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Parse the headers of records ``rec`` (header count ``left`` >= 1, first header at ``pos``).
-
-    Returns the header table ordered by record, then header: (key starts, key lengths, value
-    starts, value lengths with -1 for null).
-    """
-    parts: list[tuple[np.ndarray, ...]] = []
-    while len(rec) >= _HEADER_VECTOR_MIN:
-        key_len, size = _varints(u, pos, 5)
-        key_start = pos + size
-        if ((key_len < 0) | (key_len > rend - key_start)).any():
-            raise UsePlainPath
-        value_len, value_start, pos = _sized(u, key_start + key_len, rend)
-        parts.append((rec, key_start, key_len, value_start, value_len))
-        left = left - 1
-        done = left == 0
-        if done.any():
-            if (pos[done] != rend[done]).any():
-                raise UsePlainPath
-            keep = ~done
-            rec, pos, left, rend = rec[keep], pos[keep], left[keep], rend[keep]
-    if len(rec):
-        parts.append(_headers_tail(data, rec, pos, left, rend))
-    rec_all, key_start, key_len, value_start, value_len = (np.concatenate(c) for c in zip(*parts))
-    if len(parts) > 1:
-        order = np.argsort(rec_all, kind="stable")
-        return key_start[order], key_len[order], value_start[order], value_len[order]
-    return key_start, key_len, value_start, value_len
-
-
-def _headers_tail(
-    data: bytes, rec: np.ndarray, pos: np.ndarray, left: np.ndarray, rend: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """The headers still to parse of a few records, in Python."""
-    recs, key_starts, key_lens, value_starts, value_lens = [], [], [], [], []
-    try:
-        for r, p, n, end in zip(rec.tolist(), pos.tolist(), left.tolist(), rend.tolist()):
-            for _ in repeat(None, n):
-                key_len, p = decode_varint(data, p)
-                if key_len < 0 or key_len > end - p:
-                    raise UsePlainPath
-                key_start = p
-                p += key_len
-                value_len, p = decode_varint(data, p)
-                value_start = p
-                if value_len >= 0:
-                    if value_len > end - p:
-                        raise UsePlainPath
-                    p += value_len
-                elif value_len != -1:
-                    raise UsePlainPath
-                recs.append(r)
-                key_starts.append(key_start)
-                key_lens.append(key_len)
-                value_starts.append(value_start)
-                value_lens.append(value_len)
-            if p != end:
-                raise UsePlainPath
-    except InvalidRecordError:
-        raise UsePlainPath from None
-    return tuple(np.array(c, dtype=np.int64) for c in (recs, key_starts, key_lens, value_starts, value_lens))
+    key_len = np.array(out.key_len, np.int64)
+    value_len = np.array(out.value_len, np.int64)
+    c: dict[str, Any] = dict(offset=np.array(out.offset, np.int64), timestamp=np.array(out.timestamp, np.int64))
+    c["key_offsets"], c["key_data"] = _gather(u, data, np.array(out.key_pos, np.int64), key_len)
+    c["key_valid"] = key_len >= 0
+    c["value_offsets"], c["value_data"] = _gather(u, data, np.array(out.value_pos, np.int64), value_len)
+    c["value_valid"] = value_len >= 0
+    if include_headers:
+        header_count = np.array(out.header_count, np.int64)
+        c["header_offsets"] = offsets_from_lengths(header_count)
+        c["headers_valid"] = header_count > 0
+        hv_len = np.array(out.hvalue_len, np.int64)
+        c["header_key_offsets"], c["header_key_data"] = _gather(
+            u, data, np.array(out.hkey_pos, np.int64), np.array(out.hkey_len, np.int64)
+        )
+        c["header_value_offsets"], c["header_value_data"] = _gather(u, data, np.array(out.hvalue_pos, np.int64), hv_len)
+        c["header_value_valid"] = hv_len >= 0
+    return c
 
 
 def _arrow_take() -> Any:

@@ -28,6 +28,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable
 
+from . import native
 from .compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
     Compression,
@@ -89,6 +90,7 @@ _OFFSET, _SIZE, _CRC, _MAGIC, _ATTRIBUTES, _TIMESTAMP = range(len(HEADER_V1_FIEL
 _OFFSET_AND_SIZE = struct.Struct(">qi")
 assert _OFFSET_AND_SIZE.size == LOG_OVERHEAD
 _INT32 = struct.Struct(">i")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _UINT32 = struct.Struct(">I")
 
 
@@ -303,6 +305,20 @@ class LegacyRecordBatch(RecordBatch):
         return self._records
 
     def _inner_records(self, data: bytes) -> list[Record]:
+        """The inner messages of a wrapper: the compiled walk when it is in use, else (and
+        to word its errors when it rejects them) the pure walk below."""
+        ext = native.ext
+        if ext is not None:
+            append_time = None
+            if self.magic == MAGIC_V1 and self._fields[_ATTRIBUTES] & TIMESTAMP_TYPE_MASK:
+                append_time = self._fields[_TIMESTAMP]
+            try:
+                return ext.legacy_inner(data, self.magic, self.offset, append_time, Record)
+            except native.Invalid:
+                pass
+        return self._walk_inner(data)
+
+    def _walk_inner(self, data: bytes) -> list[Record]:
         wrapper_magic = self.magic
         inner: list[tuple[int, int, int, bytes | None, bytes | None, int, int]] = []
         pos, end = 0, len(data)
@@ -350,6 +366,12 @@ class LegacyRecordBatch(RecordBatch):
         else:
             base = 0
             append_time = None
+        # Offsets are int64 (Java would wrap what leaves the range; kafkalog refuses it).
+        offsets = [m[0] for m in inner]
+        if base > _INT64_MAX or base + min(offsets) < _INT64_MIN or base + max(offsets) > _INT64_MAX:
+            raise InvalidRecordError(
+                f"wrapper offset {self.offset} puts inner offsets {min(offsets)}..{max(offsets)} outside int64"
+            )
         return [
             Record(base + off, ts if append_time is None else append_time, key, value, (), NO_SEQUENCE, size, crc)
             for off, ts, crc, key, value, size, _ in inner

@@ -1,4 +1,4 @@
-"""Walking the records of a v2 batch's payload: decoding them, or only checking them.
+"""Walking the records of a v2 batch's payload: the one record walk, in pure Python.
 
 A record (varints ZigZag-encoded): ``length:varint, attributes:int8, timestampDelta:varlong,
 offsetDelta:varint, keyLength:varint (-1 null), key, valueLength:varint (-1 null), value,
@@ -6,13 +6,25 @@ headerCount:varint``, then per header ``keyLength:varint, key (UTF-8), valueLeng
 (-1 null), value``. The bytes a record consumes must equal its declared length (Kafka's
 ``DefaultRecord.readFrom``).
 
-:func:`decode_records` builds the records (deep iteration); :func:`walk_records` makes the same
-checks without building them (what a broker needs of an append). Both raise
-:class:`RecordWalkError`, which :class:`~kafkalog.recordbatch.DefaultRecordBatch` turns into a
-positioned :class:`~kafkalog.errors.InvalidRecordError`.
+:func:`walk` is the walk; what it keeps is the caller's choice: nothing but a :class:`WalkSummary`
+(``VALIDATE``: what a broker needs of an append), :class:`~kafkalog.record.Record` objects
+(``RECORDS``: deep iteration), or the records' fields and byte spans appended to a
+:class:`SpanColumns` (``COLUMNS``: columnar decoding). The checks are the same in every mode.
+It is the reference of the compiled walk in ``src/native/walk.c``: the entry points
+:func:`walk_records` and :func:`decode_records` (and ``columnar_fast`` for columns) run the
+compiled core when it is in use and fall back here when it rejects the input, so every error is
+worded here. Errors are :class:`RecordWalkError`, which
+:class:`~kafkalog.recordbatch.DefaultRecordBatch` turns into a positioned
+:class:`~kafkalog.errors.InvalidRecordError`.
+
+Offsets and timestamps are int64 in Kafka: a base plus a delta beyond that range is an error
+here (Java would wrap it silently; kafkalog never wraps).
 """
 
 from __future__ import annotations
+
+from enum import Enum
+from typing import Any, NamedTuple
 
 from . import native
 from .errors import InvalidRecordError
@@ -21,6 +33,19 @@ from .varint import ZIGZAG_TABLE, decode_varint, decode_varlong
 
 #: Smallest encodable record body: attributes + five one-byte varints.
 MIN_RECORD_BODY = 6
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INT32_MAX = 0x7FFFFFFF
+
+
+class Keep(Enum):
+    """What :func:`walk` keeps of the records it checks."""
+
+    VALIDATE = "validate"
+    RECORDS = "records"
+    COLUMNS = "columns"
+
+
+VALIDATE, RECORDS, COLUMNS = Keep.VALIDATE, Keep.RECORDS, Keep.COLUMNS
 
 
 class RecordWalkError(Exception):
@@ -30,15 +55,52 @@ class RecordWalkError(Exception):
         self.reason, self.index, self.pos = reason, index, pos
 
 
-def _varint_slow(data: bytes, pos: int, limit: int) -> tuple[int, int]:
-    """Multi-byte varint at ``pos`` (the one- and two-byte cases are inlined by callers)."""
+class WalkSummary(NamedTuple):
+    """What every walk gathers: the smallest and largest timestamp delta (``2**63`` and
+    ``-2**63`` when there are no records), whether a key is null and whether the offset deltas
+    are 0, 1, 2, ... (as a producer writes them)."""
+
+    ts_delta_min: int
+    ts_delta_max: int
+    null_key: bool
+    sequential: bool
+
+
+class BatchBase(NamedTuple):
+    """The batch fields a decoding walk adds to each record's deltas."""
+
+    base_offset: int
+    base_timestamp: int
+    append_time: int | None  # LogAppendTime: every record reports the batch's max timestamp
+    base_sequence: int
+    control: bool
+
+
+class SpanColumns:
+    """The ``COLUMNS`` walk's output, appended batch after batch: per record its absolute offset
+    and timestamp, its key and value spans (position, length; -1 null) in the walked buffer and
+    its header count; per header its key and value spans."""
+
+    __slots__ = ("offset", "timestamp", "key_pos", "key_len", "value_pos", "value_len", "header_count",
+                 "hkey_pos", "hkey_len", "hvalue_pos", "hvalue_len")
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, [])
+
+
+def _varint_slow(data: Any, pos: int, limit: int) -> tuple[int, int]:
+    """Multi-byte varint (``limit`` 5) or varlong (10) at ``pos``; the one- and two-byte cases
+    are inlined by the walk through ``ZIGZAG_TABLE``."""
     try:
         return (decode_varint if limit == 5 else decode_varlong)(data, pos)
     except InvalidRecordError as e:
         raise RecordWalkError(e.reason, -1, pos) from None
 
 
-def _decode_headers(data: bytes, pos: int, rend: int, index: int) -> tuple[tuple[Header, ...], int]:
+def _walk_headers(data: Any, pos: int, rend: int, index: int, keep: Keep, out: Any) -> tuple[Any, int]:
+    """The headers of record ``index`` at ``pos`` (the count first): checked, and kept as
+    ``keep`` says (RECORDS: returns a tuple of Header; COLUMNS: spans appended to ``out``)."""
     n, pos = _varint_slow(data, pos, 5)
     if n < 0:
         raise RecordWalkError(f"invalid number of record headers {n}", index, pos)
@@ -49,197 +111,78 @@ def _decode_headers(data: bytes, pos: int, rend: int, index: int) -> tuple[tuple
         klen, pos = _varint_slow(data, pos, 5)
         if klen < 0 or klen > rend - pos:
             raise RecordWalkError(f"invalid header key size {klen}", index, pos)
-        key = data[pos : pos + klen].decode("utf-8", "replace")
+        kpos = pos
         pos += klen
         vlen, pos = _varint_slow(data, pos, 5)
-        if vlen == -1:
-            value = None
-        elif 0 <= vlen <= rend - pos:
-            value = data[pos : pos + vlen]
+        vpos = pos
+        if 0 <= vlen <= rend - pos:
             pos += vlen
-        else:
+        elif vlen != -1:
             raise RecordWalkError(f"invalid header value size {vlen}", index, pos)
-        headers.append(Header(key, value))
+        if keep is RECORDS:
+            value = None if vlen < 0 else data[vpos : vpos + vlen]
+            headers.append(Header(data[kpos : kpos + klen].decode("utf-8", "replace"), value))
+        elif keep is COLUMNS:
+            out.hkey_pos.append(kpos)
+            out.hkey_len.append(klen)
+            out.hvalue_pos.append(vpos)
+            out.hvalue_len.append(vlen)
     return tuple(headers), pos
 
 
-def decode_records(
-    data: bytes,
+def _add64(base: int, delta: int, what: str, index: int, pos: int) -> int:
+    """``base + delta`` as Kafka's int64, refused when it leaves the range (Java would wrap)."""
+    total = base + delta
+    if total < INT64_MIN or total > INT64_MAX:
+        raise RecordWalkError(f"{what} {base} + delta {delta} overflows int64", index, pos)
+    return total
+
+
+def walk(
+    data: Any,
     pos: int,
     end: int,
     count: int,
-    base_offset: int,
-    base_ts: int,
-    append_ts: int | None,
-    base_seq: int,
-    control: bool,
-) -> list[Record]:
-    """Decode ``count`` records from ``data[pos:end]``: the hot loop of deep iteration.
+    keep: Keep = VALIDATE,
+    base: BatchBase | None = None,
+    out: SpanColumns | None = None,
+) -> Any:
+    """Walk ``count`` records of ``data[pos:end]`` (bytes, or a buffer of uint8), checking each.
 
-    One- and two-byte varints (nearly all of them) are decoded inline through ``ZIGZAG_TABLE``;
-    longer ones go through :func:`_varint_slow`. Reading past ``end`` surfaces as IndexError
-    and becomes an error; reading past a record's own end is caught by the length check at its
-    end, and key/value lengths are checked against the record's end before slicing.
+    ``keep`` VALIDATE returns a :class:`WalkSummary`; RECORDS returns the list of Record (or
+    ControlRecord) objects; COLUMNS appends to ``out`` and returns the summary. RECORDS and
+    COLUMNS need ``base``. One- and two-byte varints (nearly all of them) are decoded inline
+    through ``ZIGZAG_TABLE``. Reading past the buffer surfaces as IndexError and becomes an
+    error; reading past a record's own end is caught by the size check at its end, and key and
+    value sizes are checked against the record's end before anything is sliced.
+
+    Raises:
+        RecordWalkError: the first malformed record (its index and byte position).
     """
     records: list[Record] = []
-    append = records.append
-    new = ControlRecord if control else Record
+    decoding = keep is not VALIDATE
+    if keep is not COLUMNS and not isinstance(data, bytes):
+        # One batch's bytes (a view of its entry): as bytes, indexing is faster and keys and
+        # values are sliced out as bytes. (COLUMNS walks runs in place in a whole buffer.)
+        data = bytes(data)
+    if decoding:
+        assert base is not None and (keep is RECORDS or out is not None)
+        base_offset, base_ts, append_ts, base_seq, control = base
+        new = ControlRecord if control else Record
+        # Offset deltas are int32: a base offset away from the int64 limits cannot overflow.
+        check_offset = base_offset + _INT32_MAX > INT64_MAX or base_offset - _INT32_MAX - 1 < INT64_MIN
     slow = _varint_slow
     zz = ZIGZAG_TABLE
-    empty = ()
-    min_body = MIN_RECORD_BODY
-    no_seq = base_seq < 0
-    i = 0
-    try:
-        if count > (end - pos) // (min_body + 1):
-            raise RecordWalkError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
-        for i in range(count):
-            rstart = pos
-            b = data[pos]
-            if b < 0x80:
-                length = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    length = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    length, pos = slow(data, pos, 5)
-            rend = pos + length
-            if length < min_body or rend > end:
-                raise RecordWalkError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
-            # pos is at the attributes byte (unused in v2); the timestamp delta follows it.
-            b = data[pos + 1]
-            if b < 0x80:
-                ts_delta = zz[b]
-                pos += 2
-            else:
-                b2 = data[pos + 2]
-                if b2 < 0x80:
-                    ts_delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 3
-                else:
-                    ts_delta, pos = slow(data, pos + 1, 10)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    offset_delta = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    offset_delta, pos = slow(data, pos, 5)
-            b = data[pos]
-            if b < 0x80:
-                n = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    n = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    n, pos = slow(data, pos, 5)
-            if n >= 0:
-                if n > rend - pos:
-                    raise RecordWalkError(f"key size {n} runs past the record", i, pos)
-                key = data[pos : pos + n]
-                pos += n
-            elif n == -1:
-                key = None
-            else:
-                raise RecordWalkError(f"invalid key size {n}", i, pos)
-            b = data[pos]
-            if b < 0x80:
-                n = zz[b]
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    n = zz[(b & 0x7F) | (b2 << 7)]
-                    pos += 2
-                else:
-                    n, pos = slow(data, pos, 5)
-            if n >= 0:
-                if n > rend - pos:
-                    raise RecordWalkError(f"value size {n} runs past the record", i, pos)
-                value = data[pos : pos + n]
-                pos += n
-            elif n == -1:
-                value = None
-            else:
-                raise RecordWalkError(f"invalid value size {n}", i, pos)
-            if data[pos] == 0:
-                headers = empty
-                pos += 1
-            else:
-                headers, pos = _decode_headers(data, pos, rend, i)
-            if pos != rend:
-                raise RecordWalkError(
-                    f"expected to read {length} bytes in record payload, but instead read {pos - rend + length}",
-                    i,
-                    rstart,
-                )
-            if no_seq:
-                seq = -1
-            else:
-                seq = base_seq + offset_delta
-                if seq > 0x7FFFFFFF:  # wraps to 0 past 2**31-1 (incrementSequence)
-                    seq -= 0x80000000
-            append(
-                new(
-                    base_offset + offset_delta,
-                    base_ts + ts_delta if append_ts is None else append_ts,
-                    key,
-                    value,
-                    headers,
-                    seq,
-                    rend - rstart,
-                )
-            )
-    except IndexError:
-        raise RecordWalkError(f"premature end of the batch after {i} of {count} records", i, end) from None
-    except RecordWalkError as e:
-        if e.index < 0:
-            e.index = i
-        raise
-    except InvalidRecordError as e:  # a malformed control record
-        raise RecordWalkError(e.reason, i, pos) from None
-    if pos != end:
-        raise RecordWalkError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
-    return records
-
-
-def walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, bool, bool]:
-    """:func:`decode_records` without the records: the same checks, returning the smallest
-    and largest timestamp delta, whether a key is null and whether the offset deltas are
-    0, 1, 2, ... (the compiled walk when it is in use; this code words its errors)."""
-    ext = native.ext
-    if ext is not None:
-        try:
-            return ext.walk_v2(data, pos, end, count)
-        except native.Invalid:
-            pass  # malformed: the pure walk below raises the positioned error
-    return _walk_records(data, pos, end, count)
-
-
-def _walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, bool, bool]:
-    slow = _varint_slow
-    zz = ZIGZAG_TABLE
-    min_body = MIN_RECORD_BODY
-    lo, hi = 2**63, -(2**63)
+    lo, hi = 1 << 63, -(1 << 63)
     null_key = False
     sequential = True
     i = 0
     try:
-        if count > (end - pos) // (min_body + 1):
+        if count > (end - pos) // (MIN_RECORD_BODY + 1):
             raise RecordWalkError(f"record count {count} cannot fit in {end - pos} bytes", 0, pos)
         for i in range(count):
             rstart = pos
-            b = data[pos]
+            b = data[pos]  # the record's length
             if b < 0x80:
                 length = zz[b]
                 pos += 1
@@ -251,8 +194,9 @@ def _walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int
                 else:
                     length, pos = slow(data, pos, 5)
             rend = pos + length
-            if length < min_body or rend > end:
+            if length < MIN_RECORD_BODY or rend > end:
                 raise RecordWalkError(f"invalid record size {length} ({end - pos} bytes left)", i, rstart)
+            # pos is at the attributes byte (unused in v2); the timestamp delta follows it.
             b = data[pos + 1]
             if b < 0x80:
                 ts_delta = zz[b]
@@ -270,54 +214,152 @@ def _walk_records(data: bytes, pos: int, end: int, count: int) -> tuple[int, int
                 hi = ts_delta
             b = data[pos]  # the offset delta
             if b < 0x80:
-                delta = zz[b]
+                offset_delta = zz[b]
                 pos += 1
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    delta = zz[(b & 0x7F) | (b2 << 7)]
+                    offset_delta = zz[(b & 0x7F) | (b2 << 7)]
                     pos += 2
                 else:
-                    delta, pos = slow(data, pos, 5)
-            if delta != i:
+                    offset_delta, pos = slow(data, pos, 5)
+            if offset_delta != i:
                 sequential = False
-            for what in ("key", "value"):
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                else:
-                    b2 = data[pos + 1]
-                    if b2 < 0x80:
-                        n = zz[(b & 0x7F) | (b2 << 7)]
-                        pos += 2
-                    else:
-                        n, pos = slow(data, pos, 5)
-                if n >= 0:
-                    if n > rend - pos:
-                        raise RecordWalkError(f"{what} size {n} runs past the record", i, pos)
-                    pos += n
-                elif n == -1:
-                    if what == "key":
-                        null_key = True
-                else:
-                    raise RecordWalkError(f"invalid {what} size {n}", i, pos)
-            if data[pos] == 0:
+            b = data[pos]  # the key's size
+            if b < 0x80:
+                key_len = zz[b]
                 pos += 1
             else:
-                _, pos = _decode_headers(data, pos, rend, i)
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    key_len = zz[(b & 0x7F) | (b2 << 7)]
+                    pos += 2
+                else:
+                    key_len, pos = slow(data, pos, 5)
+            key_pos = pos
+            if key_len >= 0:
+                if key_len > rend - pos:
+                    raise RecordWalkError(f"key size {key_len} runs past the record", i, pos)
+                pos += key_len
+            elif key_len == -1:
+                null_key = True
+            else:
+                raise RecordWalkError(f"invalid key size {key_len}", i, pos)
+            b = data[pos]  # the value's size
+            if b < 0x80:
+                value_len = zz[b]
+                pos += 1
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    value_len = zz[(b & 0x7F) | (b2 << 7)]
+                    pos += 2
+                else:
+                    value_len, pos = slow(data, pos, 5)
+            value_pos = pos
+            if value_len >= 0:
+                if value_len > rend - pos:
+                    raise RecordWalkError(f"value size {value_len} runs past the record", i, pos)
+                pos += value_len
+            elif value_len != -1:
+                raise RecordWalkError(f"invalid value size {value_len}", i, pos)
+            if data[pos] == 0:
+                headers: tuple[Header, ...] = ()
+                header_count = 0
+                pos += 1
+            else:
+                if keep is COLUMNS:
+                    before = len(out.hkey_pos)  # type: ignore[union-attr]
+                headers, pos = _walk_headers(data, pos, rend, i, keep, out)
+                if keep is COLUMNS:
+                    header_count = len(out.hkey_pos) - before  # type: ignore[union-attr]
             if pos != rend:
                 raise RecordWalkError(
                     f"expected to read {length} bytes in record payload, but instead read {pos - rend + length}",
                     i,
                     rstart,
                 )
+            if not decoding:
+                continue
+            offset = base_offset + offset_delta
+            if check_offset:
+                offset = _add64(base_offset, offset_delta, "offset", i, rstart)
+            if append_ts is not None:
+                timestamp = append_ts
+            else:
+                timestamp = base_ts + ts_delta
+                if timestamp > INT64_MAX or timestamp < INT64_MIN:
+                    _add64(base_ts, ts_delta, "timestamp", i, rstart)  # raises
+            if keep is COLUMNS:
+                out.offset.append(offset)  # type: ignore[union-attr]
+                out.timestamp.append(timestamp)  # type: ignore[union-attr]
+                out.key_pos.append(key_pos)  # type: ignore[union-attr]
+                out.key_len.append(key_len)  # type: ignore[union-attr]
+                out.value_pos.append(value_pos)  # type: ignore[union-attr]
+                out.value_len.append(value_len)  # type: ignore[union-attr]
+                out.header_count.append(header_count)  # type: ignore[union-attr]
+                continue
+            if base_seq < 0:
+                seq = -1
+            else:
+                seq = base_seq + offset_delta
+                if seq > _INT32_MAX:  # wraps to 0 past 2**31-1 (Kafka's incrementSequence)
+                    seq -= 0x80000000
+            records.append(
+                new(
+                    offset,
+                    timestamp,
+                    None if key_len < 0 else data[key_pos : key_pos + key_len],
+                    None if value_len < 0 else data[value_pos : value_pos + value_len],
+                    headers,
+                    seq,
+                    rend - rstart,
+                )
+            )
     except IndexError:
         raise RecordWalkError(f"premature end of the batch after {i} of {count} records", i, end) from None
     except RecordWalkError as e:
         if e.index < 0:
             e.index = i
         raise
+    except InvalidRecordError as e:  # a malformed control record
+        raise RecordWalkError(e.reason, i, pos) from None
     if pos != end:
         raise RecordWalkError(f"{end - pos} bytes remain after the declared {count} records", count, pos)
-    return lo, hi, null_key, sequential
+    if keep is RECORDS:
+        return records
+    return WalkSummary(lo, hi, null_key, sequential)
+
+
+def decode_records(
+    data: Any,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    append_ts: int | None,
+    base_seq: int,
+    control: bool,
+) -> list[Record]:
+    """Decode ``count`` records from ``data[pos:end]`` (deep iteration): the compiled core
+    when it is in use (not for control records, whose keys Python parses), else :func:`walk`."""
+    ext = native.ext
+    if ext is not None and not control:
+        try:
+            return ext.decode_v2(data, pos, end, count, base_offset, base_ts, append_ts, base_seq, Record, Header)
+        except native.Invalid:
+            pass  # malformed: the pure walk below raises the positioned error
+    return walk(data, pos, end, count, RECORDS, BatchBase(base_offset, base_ts, append_ts, base_seq, control))
+
+
+def walk_records(data: Any, pos: int, end: int, count: int) -> WalkSummary:
+    """Check ``count`` records of ``data[pos:end]`` without building them: the compiled walk
+    when it is in use, else :func:`walk` (which words the errors)."""
+    ext = native.ext
+    if ext is not None:
+        try:
+            return WalkSummary(*ext.walk_v2(data, pos, end, count))
+        except native.Invalid:
+            pass  # malformed: the pure walk below raises the positioned error
+    return walk(data, pos, end, count)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from . import crc as _crc
 from .compression import (
@@ -381,7 +381,7 @@ class DefaultRecordBatch(RecordBatch):
             # Kafka's iterator returns nothing for an empty batch (kept by the cleaner for its
             # producer state) without reading its payload.
             return []
-        data, start, end = self.payload()
+        data, start, end, shift = self._records_span()
         attrs = f[_ATTRIBUTES]
         append_time = f[_MAX_TIMESTAMP] if attrs & TIMESTAMP_TYPE_MASK else None
         try:
@@ -397,14 +397,28 @@ class DefaultRecordBatch(RecordBatch):
                 bool(attrs & CONTROL_FLAG_MASK),
             )
         except RecordWalkError as e:
-            if attrs & COMPRESSION_CODEC_MASK == 0:
-                raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + RECORDS_OFFSET) from None
-            raise self._err(
-                InvalidRecordError,
-                f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
-                RECORDS_OFFSET,
-            ) from None
+            raise self._walk_error(e, shift) from None
 
+    def _records_span(self) -> tuple[Any, int, int, int]:
+        """Where the records lie: ``(data, start, end, shift)``, ``shift`` being what to add to a
+        position in ``data`` to make it a position in the entry (None: the records were
+        decompressed, positions are theirs). Uncompressed records are walked in the entry
+        itself, a view ending at the batch's end, so a malformed record runs into the end of its
+        own batch, never into the next one."""
+        if self._fields[_ATTRIBUTES] & COMPRESSION_CODEC_MASK == 0:
+            entry = self.entry()
+            return entry, RECORDS_OFFSET, len(entry), 0
+        data, start, end = self.payload()
+        return data, start, end, None
+
+    def _walk_error(self, e: RecordWalkError, shift: int | None) -> KafkalogError:
+        if shift is not None:
+            return self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + shift)
+        return self._err(
+            InvalidRecordError,
+            f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
+            RECORDS_OFFSET,
+        )
 
     def scan(self) -> RecordScan:
         """Check every record's framing exactly as :meth:`records` does, without building
@@ -419,17 +433,11 @@ class DefaultRecordBatch(RecordBatch):
             raise self._err(InvalidRecordError, f"invalid record count {count}", RECORDS_COUNT_OFFSET)
         if count == 0:
             return RecordScan(NO_TIMESTAMP, NO_TIMESTAMP, False, True)
-        data, start, end = self.payload()
+        data, start, end, shift = self._records_span()
         try:
             lo, hi, null_key, sequential = walk_records(data, start, end, count)
         except RecordWalkError as e:
-            if f[_ATTRIBUTES] & COMPRESSION_CODEC_MASK == 0:
-                raise self._err(InvalidRecordError, f"record {e.index}: {e.reason}", e.pos + RECORDS_OFFSET) from None
-            raise self._err(
-                InvalidRecordError,
-                f"record {e.index}: {e.reason} (byte {e.pos} of the decompressed records)",
-                RECORDS_OFFSET,
-            ) from None
+            raise self._walk_error(e, shift) from None
         if f[_ATTRIBUTES] & TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record reports the batch's time
             return RecordScan(f[_MAX_TIMESTAMP], f[_MAX_TIMESTAMP], null_key, sequential)
         return RecordScan(f[_BASE_TIMESTAMP] + lo, f[_BASE_TIMESTAMP] + hi, null_key, sequential)

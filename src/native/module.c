@@ -44,6 +44,8 @@ static PyMethodDef *const tables[] = {
     kl_crc32c_methods,
     kl_append_methods,
     kl_recover_methods,
+    kl_decode_methods,
+    kl_legacy_methods,
 };
 
 static int

@@ -130,6 +130,24 @@ uint32_t kl_crc32c(uint32_t crc, const uint8_t *buf, size_t len);
 /* ---- MD5 (md5.c): the offset map's key digest, RFC 1321 ----------------------------------- */
 void kl_md5(const uint8_t *data, size_t len, uint8_t out[16]);
 
+/* ---- building record.Record objects (decode.c) --------------------------------------------- */
+
+/* record.Record's slots, in this order: offset, timestamp, key, value, headers, sequence,
+ * size_in_bytes, crc. Record declares __slots__; each slot's offset comes from its member
+ * descriptor, so objects are filled without running __init__ (same values it would store). */
+#define KL_RECORD_SLOTS 8
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t slot[KL_RECORD_SLOTS];
+} kl_record_type;
+
+/* Resolve the slots of `type` (a Record class); 0, or -1 with TypeError. */
+int kl_record_type_init(kl_record_type *t, PyObject *type);
+
+/* A new instance with the slots set to `values` (references stolen, even on failure; a NULL
+ * among them means its creation failed: the others are released and NULL returned). */
+PyObject *kl_new_record(const kl_record_type *t, PyObject *values[KL_RECORD_SLOTS]);
+
 /* ---- method tables, one per C file; module.c adds each to the module ---------------------- */
 extern PyMethodDef kl_walk_methods[];
 extern PyMethodDef kl_md5_methods[];
@@ -137,6 +155,8 @@ extern PyMethodDef kl_cleaner_methods[];
 extern PyMethodDef kl_crc32c_methods[];
 extern PyMethodDef kl_append_methods[];
 extern PyMethodDef kl_recover_methods[];
+extern PyMethodDef kl_decode_methods[];
+extern PyMethodDef kl_legacy_methods[];
 
 /* A read-only contiguous view of any buffer-protocol object (bytes, memoryview, mmap, numpy). */
 int kl_get_buffer(PyObject *obj, Py_buffer *view);

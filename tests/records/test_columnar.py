@@ -42,6 +42,7 @@ from kafkalog import (
     TruncatedRecordError,
     columnar,
     columnar_fast,
+    native,
 )
 from kafkalog.columnar import RecordColumns, arrow_schema, arrow_type, decode_columns
 from kafkalog.crc import crc32c
@@ -161,14 +162,13 @@ def plain(on: bool = True):
 
 
 @contextlib.contextmanager
-def walk(vector: bool):
-    """Force the record-length walk of the fast path: vectorised across batches, or in Python."""
-    saved = columnar_fast._WALK_VECTOR_MIN_BATCHES
-    columnar_fast._WALK_VECTOR_MIN_BATCHES = 1 if vector else 1 << 60
-    try:
+def walk(compiled: bool):
+    """Run the block on the compiled record core (when it is built) or on the pure walk."""
+    if compiled and not native.available():
         yield
-    finally:
-        columnar_fast._WALK_VECTOR_MIN_BATCHES = saved
+        return
+    with native.use(pure=not compiled):
+        yield
 
 
 @contextlib.contextmanager
@@ -319,8 +319,8 @@ def test_columns_equal_the_record_iterator(tmp_path_factory, magic, codec, data)
     assert column_rows(decode_columns(mr, **flags)) == want
     with plain():
         assert column_rows(decode_columns(mr, **flags)) == want
-    for vector in (True, False):
-        with walk(vector):
+    for compiled in (True, False):
+        with walk(compiled):
             assert column_rows(decode_columns(mr, **flags)) == want
     with numpy_gather():
         assert column_rows(decode_columns(mr, **flags)) == want
@@ -356,10 +356,9 @@ def test_many_records_with_headers(codec):
             assert column_rows(decode_columns(mr)) == iterator_rows(mr.batches())
 
 
-def test_many_small_batches_walk_record_lengths_vectorised():
-    """A run of many batches (what producers write) takes the walk vectorised across batches,
-    with one-, two- and three-byte record lengths and batches of different counts; the columns
-    equal the iterator's, and equal the Python walk's."""
+def test_many_small_batches_decode_the_same_on_both_cores():
+    """A run of many batches (what producers write) with one-, two- and three-byte record
+    lengths and batches of different counts: the columns equal the iterator's on both cores."""
     parts, base = [], 0
     for i in range(90):
         b = RecordBatchBuilder(2, Compression.LZ4 if i % 5 == 0 else Compression.NONE, base_offset=base)
@@ -371,16 +370,9 @@ def test_many_small_batches_walk_record_lengths_vectorised():
         base += (i * 13) % 40 + 1
     mr = MemoryRecords(b"".join(parts))
     want = iterator_rows(mr.batches())
-    calls = []
-    real = columnar_fast._record_ends_vector
-    columnar_fast._record_ends_vector = lambda *a: calls.append(1) or real(*a)
-    try:
-        assert column_rows(decode_columns(mr)) == want
-    finally:
-        columnar_fast._record_ends_vector = real
-    assert calls  # the default thresholds chose the vectorised walk
-    with walk(False):
-        assert column_rows(decode_columns(mr)) == want
+    for compiled in (True, False):
+        with walk(compiled):
+            assert column_rows(decode_columns(mr)) == want
 
 
 def test_control_records_included_and_excluded():
@@ -419,17 +411,25 @@ def test_log_append_time_reports_the_append_time():
     assert list(cols.timestamp) == [99_000] * 3 and list(cols.timestamp_type) == [1] * 3
 
 
-def test_timestamps_wrap_as_java_longs():
-    """A base timestamp near the int64 limit plus a positive delta: the Record iterator gives a
-    Python int beyond 64 bits; the columns hold what Kafka's long arithmetic gives."""
-    payload = encode_record(0, 10, None, b"v")
-    buf = encode_batch(payload, count=1, base_offset=0, last_offset_delta=0, base_timestamp=INT64_MAX - 3,
-                       max_timestamp=0)
-    (record,) = MemoryRecords(buf).records()
-    assert record.timestamp == INT64_MAX + 7
-    for on in (False, True):
-        with plain(on):
-            assert list(decode_columns(MemoryRecords(buf)).timestamp) == [wrap64(INT64_MAX + 7)]
+@pytest.mark.parametrize("base_offset,base_ts,ts_delta,offset_delta", [
+    (0, INT64_MAX - 3, 10, 0),  # timestamp past int64
+    (0, -INT64_MAX, -10, 0),  # timestamp below int64
+    (INT64_MAX - 1, 0, 0, 5),  # offset past int64
+])
+def test_offset_and_timestamp_overflow_is_an_error(base_offset, base_ts, ts_delta, offset_delta):
+    """A base near the int64 limit plus a delta that leaves the range: Java's long arithmetic
+    would wrap; kafkalog refuses the record (the iterator and the columns alike, both cores)."""
+    payload = encode_record(offset_delta, ts_delta, None, b"v")
+    buf = encode_batch(payload, count=1, base_offset=base_offset, last_offset_delta=offset_delta,
+                       base_timestamp=base_ts, max_timestamp=0)
+    for compiled in (True, False):
+        with walk(compiled):
+            with pytest.raises(InvalidRecordError, match="overflows int64"):
+                list(MemoryRecords(buf).records())
+            for on in (False, True):
+                with plain(on):
+                    with pytest.raises(InvalidRecordError, match="overflows int64"):
+                        decode_columns(MemoryRecords(buf))
 
 
 def test_non_minimal_varints_decode_the_same():
@@ -693,8 +693,8 @@ def test_damaged_records_with_a_good_crc(data):
     assert outcome(_columns(mr, validate=False)) == outcome(lambda: iterator_rows(mr.batches(), include_control=True))
     with plain():
         assert outcome(_columns(mr)) == want
-    for vector in (True, False):
-        with walk(vector):
+    for compiled in (True, False):
+        with walk(compiled):
             assert outcome(_columns(mr)) == want
     with tiny_chunks(), numpy_gather():
         assert outcome(_columns(mr)) == want
@@ -746,8 +746,8 @@ def test_bad_records_raise_the_iterator_error(name, codec, position, tmp_path):
             want = outcome(_validated_iterator(records))
             assert want[0] is InvalidRecordError, want
             assert outcome(_columns(records)) == want
-            for vector in (True, False):
-                with walk(vector):
+            for compiled in (True, False):
+                with walk(compiled):
                     assert outcome(_columns(records)) == want
 
 
