@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build kafkalog._native with AddressSanitizer + UBSan in a scratch copy of src/, then run the
-# records and compaction tests and the differential fuzzing of the two cores under it.
+# records and compaction tests (their native-core runs) and the differential fuzzing of the two
+# cores under it.
 # Usage: scripts/sanitize.sh [extra pytest arguments]   (PYTHON= the interpreter, default .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export PYTHONPATH="$build/src"
 unset KAFKALOG_PUREPYTHON
+export KAFKALOG_TEST_CORES=native  # the pure-core runs of the same tests execute no C
 "$py" -c 'import kafkalog.native as n, sys; sys.exit(0 if n.ext is not None and n.ext.SANITIZED else "the sanitized core did not load")'
 cd "$root"
 "$py" -m pytest -p no:cacheprovider tests/records tests/compaction "$@"

@@ -64,10 +64,11 @@ def data_dir() -> Path:
 
 
 #: Test directories whose every test runs once per record core (the compiled ``kafkalog._native``
-#: and the pure-Python reference, switched with ``native.use``). Only the pure core runs when the
-#: extension is not built or ``KAFKALOG_PUREPYTHON=1`` forces it; ``KAFKALOG_TEST_CORES=native``
-#: (or ``pure``) picks one. Tests that start other processes see their environment's core.
-BOTH_CORES_DIRS = {"storage"}
+#: and the pure-Python reference, switched with ``native.use``), so each hostile-input and
+#: hypothesis test meets both. Only the pure core runs when the extension is not built or
+#: ``KAFKALOG_PUREPYTHON=1`` forces it; ``KAFKALOG_TEST_CORES=native`` (or ``pure``) picks one.
+#: A module that compares the cores itself (differential tests) sets ``SWITCHES_CORES = True``.
+BOTH_CORES_DIRS = {"records", "storage", "compaction"}
 
 
 def _record_cores() -> list[str]:
@@ -84,7 +85,7 @@ def _record_cores() -> list[str]:
 
 def pytest_generate_tests(metafunc) -> None:
     here = Path(metafunc.definition.path).relative_to(Path(__file__).parent).parts
-    switches_itself = getattr(metafunc.module, "SWITCHES_CORES", False)  # differential tests
+    switches_itself = getattr(metafunc.module, "SWITCHES_CORES", False)
     if here and here[0] in BOTH_CORES_DIRS and not switches_itself and "record_core" in metafunc.fixturenames:
         metafunc.parametrize("record_core", _record_cores(), indirect=True)
 
@@ -183,34 +184,3 @@ def _timeout_guard(request):
         if fired:
             for reset in AFTER_HANG_GUARD:
                 reset()
-
-
-# -- the two record cores ------------------------------------------------------------------------
-
-from kafkalog import native  # noqa: E402
-
-#: The record cores tests can run on: the compiled one only when it is built.
-CORES = ["native", "python"] if native.available() else ["python"]
-
-
-_ON_BOTH_CORES = Path(__file__).parent / "records"
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize over the record cores every test that asks for ``core``, and every test of
-    tests/records whether it asks or not (so each hostile-input and hypothesis test there runs
-    on both cores)."""
-    path = Path(str(metafunc.definition.path))
-    if "core" not in metafunc.fixturenames:
-        if _ON_BOTH_CORES not in path.parents or getattr(metafunc.module, "BOTH_CORES_INSIDE", False):
-            return
-        metafunc.fixturenames.append("core")
-    metafunc.parametrize("core", CORES, indirect=True)
-
-
-@pytest.fixture
-def core(request) -> str:
-    """The record core this test runs on (``kafkalog.native.use``): "native" (when built) or
-    "python", the pure reference; parametrized by :func:`pytest_generate_tests`."""
-    with native.use(pure=request.param == "python"):
-        yield request.param

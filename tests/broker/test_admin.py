@@ -350,10 +350,10 @@ def test_unsupported_requests_are_logged_once_per_client(broker, caplog) -> None
     caplog.set_level(logging.WARNING, logger="kafkalog.broker")
     for _ in range(3):
         with RawClient(broker.bootstrap) as raw:
-            raw.sock.sendall(_frame(11, 5, "curious"))
+            raw.sock.sendall(_frame(61, 0, "curious"))
             assert raw.closed_by_peer(scaled(10))
     with RawClient(broker.bootstrap) as raw:
-        raw.sock.sendall(_frame(11, 5, "another"))
+        raw.sock.sendall(_frame(61, 0, "another"))
         assert raw.closed_by_peer(scaled(10))
     with RawClient(broker.bootstrap) as raw:  # a feature: transactions, asked for twice
         for _ in range(2):
@@ -362,7 +362,7 @@ def test_unsupported_requests_are_logged_once_per_client(broker, caplog) -> None
     lines = [r.getMessage() for r in caplog.records if "does not support" in r.getMessage()]
     assert len([m for m in lines if "'curious'" in m]) == 1
     assert len([m for m in lines if "'another'" in m]) == 1
-    assert "API key 11 v5" in lines[0] and "127.0.0.1" in lines[0]
+    assert "API key 61 v0" in lines[0] and "127.0.0.1" in lines[0]
     assert len([m for m in lines if "'raw-test'" in m and "transactions" in m]) == 1
 
 

@@ -212,11 +212,8 @@ CompactionModel.TestCase.settings = settings(
 )
 
 
-@pytest.fixture(autouse=True)
-def core() -> None:
-    """A unittest case cannot be parametrized: each core gets its own case below (overrides the
-    package's parametrized fixture)."""
-    return
+#: These tests pick the core themselves (tests/conftest.py does not parametrize them).
+SWITCHES_CORES = True
 
 
 class _OnCore(CompactionModel.TestCase):

@@ -2,8 +2,7 @@
 probe, the keep/drop pass and re-encoding in ``filter_to``, and whole cleanings of random logs,
 which must leave byte-identical files and identical figures on both cores.
 
-These tests switch cores themselves (``native.use``), so they override the package's
-``core`` fixture and run once.
+These tests switch cores themselves (``native.use``; ``SWITCHES_CORES``), so they run once.
 """
 
 from __future__ import annotations
@@ -43,10 +42,8 @@ T0 = 1_700_000_000_000
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 
 
-@pytest.fixture(autouse=True)
-def core() -> None:
-    """These tests pick the core per call (overrides the package's parametrized fixture)."""
-    return
+#: These tests pick the core themselves (tests/conftest.py does not parametrize them).
+SWITCHES_CORES = True
 
 
 def ext():

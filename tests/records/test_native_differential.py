@@ -30,7 +30,7 @@ from kafkalog.varint import encode_varint, encode_varlong
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="kafkalog._native is not built")
 #: The tests here call both cores themselves: conftest's hook does not parametrize them.
-BOTH_CORES_INSIDE = True
+SWITCHES_CORES = True
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
