@@ -8,10 +8,12 @@ timestamps as one value for every partition or the same JSON shape.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, overload
 
+from .. import Storage, normalize_path
 from ..errors import InvalidConfigError
 
 #: Spark's JSON codes for the earliest and the latest offset of a partition.
@@ -105,6 +107,12 @@ class _ReadOptions:
     push_filters: bool = False
     max_offsets_per_trigger: int | None = None
     stats_path: str | None = None
+    storage_options: Any = None  # fsspec options of a remote path (credentials, endpoint, ...)
+
+    @functools.cached_property
+    def storage(self) -> Storage:
+        """The filesystem of ``path`` (local, or fsspec's for a URL, with ``storageOptions``)."""
+        return Storage.for_path(self.path, self.storage_options)
 
     @classmethod
     def parse(cls, options: Any, *, streaming: bool = False) -> _ReadOptions:
@@ -124,7 +132,8 @@ class _ReadOptions:
         if strategy not in ("error", "latest"):
             raise InvalidConfigError(f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
         return cls(
-            path=str(path),
+            path=_path(path),
+            storage_options=_storage_options(options),
             subscribe=tuple(t.strip() for t in subscribe.split(",") if t.strip()) if subscribe else None,
             subscribe_pattern=options.get("subscribePattern"),
             include_internal=_bool(options, "includeInternalTopics", False),
@@ -144,6 +153,28 @@ class _ReadOptions:
             max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None),
             stats_path=options.get("statsPath"),
         )
+
+
+def _path(path: Any) -> str:
+    """The read's path, absolute and URL-normalised here on the driver, so that executors
+    running elsewhere (another working directory, another machine) read the same files."""
+    return normalize_path(str(path))
+
+
+def _storage_options(options: Any) -> dict[str, Any] | None:
+    """``storageOptions``: a JSON object of fsspec storage options (``{"key": ..., "secret": ...,
+    "endpoint_url": ...}``), handed to the filesystem of a remote path on the driver and the
+    executors."""
+    raw = options.get("storageOptions")
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(str(raw))
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise InvalidConfigError(f'option storageOptions must be a JSON object like {{"anon": true}}, not {raw!r}')
+    return parsed
 
 
 def _timestamp_spec(options: Any, single: str, per_partition: str) -> Any:

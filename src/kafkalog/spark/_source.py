@@ -242,7 +242,7 @@ def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = T
     from ..tools import verify_segment  # layer 6, read on the executors
 
     options = _ReadOptions(path=path, include_internal=include_internal)
-    jobs = [(d.topic, d.partition, _log_path(d.path, base)) for d in _discover(options) for base in _segment_bases(d.path)]
+    jobs = [(d.topic, d.partition, _log_path(d.path, base)) for d in _discover(options) for base in _segment_bases(options.storage, d.path)]
     schema = (
         "topic string, partition int, path string, base_offset long, size long, valid_bytes long, batches long, "
         "records long, first_offset long, last_offset long, min_timestamp long, max_timestamp long, "
