@@ -41,7 +41,7 @@ _ALIASES = {"s3a": "s3", "s3n": "s3"}
 #: Default read-ahead of a remote read: also the largest batch run the reader decodes at once.
 DEFAULT_BLOCK_SIZE = 16 << 20
 #: Read-ahead for scattered header reads (planning on the driver, the CLI's dump and verify).
-SMALL_BLOCK_SIZE = 256 << 10
+SMALL_BLOCK_SIZE = 16 << 10
 #: Blocks a RangeReader keeps: the one being read and the one before (a batch across the edge).
 _CACHE_BLOCKS = 2
 
@@ -73,7 +73,7 @@ def normalize_path(path: str | os.PathLike) -> str:
     bucket, _, key = text[m.end():].partition("/")
     if not bucket:
         raise InvalidConfigError("a URL needs a bucket or host after scheme://", file=text)
-    key = posixpath.normpath("/" + key) if key else "/"
+    key = posixpath.normpath("/" + key.lstrip("/")) if key else "/"
     return f"{scheme}://{bucket}{'' if key == '/' else key}"
 
 
