@@ -484,7 +484,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
             output = (_JsonOutput if args.json else _TextOutput)(out, err)
             return _Dump(options, output).run()  # type: ignore[arg-type]
         with contextlib.ExitStack() as stack:  # remote files: dumped from local copies, named as given
-            views = [stack.enter_context(local_view(f)) for f in options.files]
+            try:
+                views = [stack.enter_context(local_view(f)) for f in options.files]
+            except (KafkalogError, OSError) as e:
+                err.write(f"kafkalog dump: {e}\n")
+                return 1
             out, err = _Relabelled(out, views), _Relabelled(err, views)
             output = (_JsonOutput if args.json else _TextOutput)(out, err)
             local = options._replace(files=[v[0] for v in views])
