@@ -29,7 +29,7 @@ from .legacy import LegacyRecordBatch
 from .record import MAGIC_V2, RecordBatch
 from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
 from .records import DEFAULT_MAX_BATCH_SIZE, MemoryRecords, Records, frame_entry
-from .remote import DEFAULT_BLOCK_SIZE, RangeReader, Storage, is_remote
+from .remote import DEFAULT_BLOCK_SIZE, RangeReader, Storage, is_remote, normalize_path
 from .sendfile import transfer
 
 _CHUNK = 1 << 20
@@ -127,6 +127,8 @@ class FileRecords(Records):
             InvalidConfigError: ``mutable`` or ``create`` for a remote file (they are read-only).
         """
         path = os.fspath(path)
+        if path.startswith("file://"):
+            path = normalize_path(path)
         if storage is None and is_remote(path):
             storage = Storage.for_path(path)
         if storage is not None and not storage.is_local:

@@ -270,7 +270,11 @@ class RangeReader:
     Local files are read with ``os.pread`` on a descriptor held open (no cache: the page cache
     is one). Remote files are read with ranged requests through at most ``_CACHE_BLOCKS``
     blocks: a read that misses fetches from its position up to ``block_size`` bytes (or the
-    read's own length, when larger), stopping at ``window_end`` or the end of the file. The
+    read's own length, when larger), stopping at ``window_end`` or the end of the file; a miss
+    shortly after the newest block is fetched from that block's end (a header walk skips batch
+    bodies that are read next). With a ``window_end`` the next block of the window is fetched in
+    the background while the current one is used: one request in flight, never past the window,
+    so at most three blocks are held. The
     size is the file's when opened (files of a finished segment do not change). ``requests``
     and ``bytes_fetched`` count what went over the network. Thread-safe.
     """
@@ -292,6 +296,10 @@ class RangeReader:
         else:
             self.size = storage.size(path)
         self.window_end = self.size if window_end is None else max(0, min(window_end, self.size))
+        # A reader of a window reads it to its end: the next block is fetched while the current
+        # one is decoded (one request in flight at most, never past the window).
+        self._prefetch = window_end is not None and not storage.is_local
+        self._pending: tuple[int, int, threading.Thread, list[Any]] | None = None
 
     def fileno(self) -> int | None:
         """The local descriptor, or None for a remote file."""
@@ -300,6 +308,7 @@ class RangeReader:
     def close(self) -> None:
         self._closed = True
         self._blocks = []
+        self._pending = None  # a fetch in flight ends on its own (a daemon thread)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -328,14 +337,22 @@ class RangeReader:
                     start, data = hit
                     piece = data[at - start:end - start]
                 else:
-                    limit = self.window_end if at < self.window_end else self.size
-                    fetch_end = min(max(end, at + self.block_size), max(limit, end))
-                    data = self._fetch(at, fetch_end)
-                    if not data:
+                    # A reader walking batch headers skips their bodies: a miss a little past the
+                    # newest block is fetched from that block's end, so the skipped bytes (which
+                    # a decode reads next) come with it instead of costing a request of their own.
+                    start = at
+                    if self._blocks:
+                        newest_end = self._blocks[-1][0] + len(self._blocks[-1][1])
+                        if newest_end < at < newest_end + self.block_size // 2:
+                            start = newest_end
+                    limit = self.window_end if start < self.window_end else self.size
+                    fetch_end = min(max(end, start + self.block_size), max(limit, end))
+                    data = self._block(start, fetch_end)
+                    if len(data) <= at - start:
                         break  # the file shrank since it was opened: a short read, as pread gives
-                    self._blocks.append((at, data))
+                    self._blocks.append((start, data))
                     del self._blocks[:-_CACHE_BLOCKS]
-                    piece = data[:end - at]
+                    piece = data[at - start:end - start]
                 parts.append(piece)
                 at += len(piece)
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -345,6 +362,37 @@ class RangeReader:
             if start <= at < start + len(data):
                 return start, data
         return None
+
+    def _block(self, start: int, end: int) -> bytes:
+        """Bytes [start, end): from the prefetch in flight when it starts there, else fetched;
+        then the next block of the window is prefetched."""
+        data = None
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            p_start, p_end, thread, box = pending
+            thread.join()
+            if p_start == start and box and not isinstance(box[0], BaseException):
+                data = box[0]
+                if end > p_end and len(data) == p_end - p_start:
+                    data += self._fetch(p_end, end)
+                data = data[:end - start]
+        if data is None:
+            data = self._fetch(start, end)
+        after = start + len(data)
+        if self._prefetch and len(data) == end - start and after < self.window_end:
+            nxt = min(after + self.block_size, self.window_end)
+            box: list[Any] = []
+
+            def fetch() -> None:
+                try:
+                    box.append(self._fetch(after, nxt))
+                except BaseException as e:  # re-fetched (and raised) by the reader when needed
+                    box.append(e)
+
+            thread = threading.Thread(target=fetch, name="kafkalog-prefetch", daemon=True)
+            self._pending = (after, nxt, thread, box)
+            thread.start()
+        return data
 
     def _fetch(self, start: int, end: int) -> bytes:
         try:

@@ -145,6 +145,9 @@ def test_time_bounds_prune_on_s3(s3, uploaded):
 
 def test_file_urls_read_local_directories(uploaded):
     assert rows(f"file://{uploaded}") == rows(uploaded)
+    log = sorted((uploaded / "orders-1").glob("*.log"))[0]
+    with FileRecords.open(f"file://{log}") as by_url, FileRecords.open(log) as by_path:
+        assert not by_url.is_remote and by_url.read(0, 1000) == by_path.read(0, 1000)
     assert rows(f"file://{uploaded}/orders-*") == rows(uploaded, topics=["orders"])
 
 
