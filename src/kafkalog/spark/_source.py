@@ -256,8 +256,8 @@ def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = T
     def check(job: tuple[str, int, str]) -> tuple:
         topic, partition, segment = job
         try:
-            report = verify_segment(segment, deep=deep, check_indexes=check_indexes,
-                                    storage_options=storage_options).to_dict()
+            remote = {"storage_options": storage_options} if storage_options else {}
+            report = verify_segment(segment, deep=deep, check_indexes=check_indexes, **remote).to_dict()
         except (OSError, KafkalogError) as e:  # deleted or unreadable since it was listed
             return (topic, partition, segment, None, None, None, None, None, None, None, None, None, [], [], False,
                     [(segment, None, "unreadable", str(e), "error")])
