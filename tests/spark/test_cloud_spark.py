@@ -16,8 +16,9 @@ pytest.importorskip("moto")
 from moto_s3 import s3, s3_server  # noqa: E402,F401
 from spark_fixtures import rows, spark  # noqa: E402,F401
 from test_cloud import _big_log, _selected_bytes  # noqa: E402
+from test_spark import build_log  # noqa: E402
 
-from kafkalog import SMALL_BLOCK_SIZE  # noqa: E402
+from kafkalog import SMALL_BLOCK_SIZE, Log, LogConfig, RecordBatchBuilder  # noqa: E402
 from kafkalog.errors import InvalidConfigError  # noqa: E402
 from kafkalog.spark import read_records  # noqa: E402
 from kafkalog.spark._options import _ReadOptions  # noqa: E402
@@ -125,3 +126,28 @@ def test_paths_are_absolute_when_parsed(tmp_path, monkeypatch):
     assert _ReadOptions.parse({"path": "s3a://b//k/"}).path == "s3://b/k"
     with pytest.raises(InvalidConfigError, match="storageOptions"):
         _ReadOptions.parse({"path": "s3://b/k", "storageOptions": "[1]"})
+
+
+@pytest.mark.timeout_guard(600)
+def test_a_stream_from_s3_reads_new_segments_once(spark, s3, tmp_path):
+    from test_spark_stream import available_now, output
+
+    local = tmp_path / "src"
+    build_log(local / "st-0", batches=20)  # 100 records, several segments
+    s3.put_dir(local, "s3://sparkcloud/stream")
+    work = tmp_path / "work"
+    opts = {"storageOptions": json.dumps(s3.options), "startingOffsets": "earliest"}
+    assert sum(p["numInputRows"] for p in available_now(spark, "s3://sparkcloud/stream", work, **opts)) == 100
+    # new segments published to the store (as the writer publishes them), then a restart
+    with Log.open(local / "st-0", LogConfig(segment_bytes=2048, index_interval_bytes=256)) as log:
+        log.roll()
+        for i in range(10):
+            b = RecordBatchBuilder()
+            for j in range(5):
+                b.append(None, b"more-%d" % (i * 5 + j), timestamp=1_700_000_000_000 + i)
+            log.append(b.build())
+    new = sorted(p for p in (local / "st-0").iterdir() if p.name[:20].isdigit() and int(p.name[:20]) >= 100)
+    for f in sorted(new, key=lambda p: p.suffix == ".log"):  # indexes first, the .log last
+        s3.fs.put_file(str(f), f"sparkcloud/stream/st-0/{f.name}")
+    assert sum(p["numInputRows"] for p in available_now(spark, "s3://sparkcloud/stream", work, **opts)) == 50
+    assert sorted(r[2] for r in output(spark, work)) == list(range(150))
