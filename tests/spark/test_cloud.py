@@ -19,7 +19,7 @@ from moto_s3 import s3, s3_server  # noqa: E402,F401
 from test_spark import build_log  # noqa: E402
 
 from kafkalog import SMALL_BLOCK_SIZE, AppendOrigin, Compression, ControlRecordType, FileRecords, Log, LogConfig, RecordBatchBuilder, Storage, normalize_path  # noqa: E402
-from kafkalog.errors import InvalidConfigError  # noqa: E402
+from kafkalog.errors import CorruptRecordError, InvalidConfigError  # noqa: E402
 from kafkalog.spark import read_records  # noqa: E402
 
 URL = "s3://cloud/logs"
@@ -202,3 +202,18 @@ def test_a_read_committed_log_on_s3(s3, tmp_path):
     kwargs = {"isolation_level": "read_committed"}
     assert rows("s3://cloud/tx", storage_options=s3.options, **kwargs) == rows(tmp_path / "up", **kwargs)
     assert [r[5] for r in rows("s3://cloud/tx", storage_options=s3.options, **kwargs)] == [b"v0", b"w0", b"v2", b"w2"]
+
+
+def test_corrupt_batches_on_s3_are_named_or_skipped(s3, uploaded, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(uploaded / "orders-0", bad / "orders-0")
+    log = sorted((bad / "orders-0").glob("*.log"))[2]
+    data = bytearray(log.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    log.write_bytes(bytes(data))
+    s3.put_dir(bad, "s3://cloud/bad")
+    with pytest.raises(CorruptRecordError) as info:
+        rows("s3://cloud/bad", storage_options=s3.options)
+    assert info.value.file == f"s3://cloud/bad/orders-0/{log.name}" and info.value.position == 0
+    assert rows("s3://cloud/bad", storage_options=s3.options, fail_on_corruption=False) == \
+        rows(bad, fail_on_corruption=False)
