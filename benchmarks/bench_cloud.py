@@ -20,7 +20,10 @@ One run measures:
 Timing: time.perf_counter around the whole read, best of --repeats. Temporary files are deleted.
 
 Run:   python benchmarks/bench_cloud.py [--size 1G] [--repeats 2] [--json out.json]
-Needs fsspec, s3fs, moto[server], pyarrow.
+  [1b] with --spark: the same full read through Spark (local[N], the kafkalog data source,
+      sum(length(value))), local disk vs S3.
+
+Needs fsspec, s3fs, moto[server], pyarrow (and pyspark with Java for --spark).
 """
 
 from __future__ import annotations
@@ -153,6 +156,8 @@ def main() -> int:
     ap.add_argument("--size", default="1G")
     ap.add_argument("--segment-size", default="128M")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--spark", action="store_true",
+                    help="also time Spark (local[N]) reading both: sum(length(value)) through the data source")
     ap.add_argument("--json")
     a = ap.parse_args()
     if KL is None:
@@ -218,6 +223,36 @@ def main() -> int:
         print(f"S3 .log bytes fetched per full read: {fetched_full[1] / a.repeats / total:.3f}x the segments "
               f"({fetched_full[0] // a.repeats} requests)")
 
+        if a.spark:
+            progress("[1b] Spark ...")
+            from pyspark.sql import SparkSession
+
+            session = (SparkSession.builder.master(f"local[{os.cpu_count()}]").config("spark.ui.enabled", "false")
+                       .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+            session.sparkContext.setLogLevel("ERROR")
+            KL.spark.register(session)
+
+            def spark_sum(path: str, **opts: str) -> int:
+                r = session.read.format("kafkalog")
+                for k, v in opts.items():
+                    r = r.option(k, v)
+                return r.load(path).selectExpr("sum(length(value)) AS n").collect()[0].n
+
+            spark_sum(os.path.join(work, "logs"))  # warm-up (JVM, workers)
+            t_spark_local, v_local = best(a.repeats, lambda: spark_sum(os.path.join(work, "logs")))
+            so = json.dumps(server.options)
+            t_spark_s3, v_s3 = best(a.repeats, lambda: spark_sum(url, storageOptions=so))
+            session.stop()
+            assert v_local == v_s3, (v_local, v_s3)
+            print(f"\n[1b] Spark local[{os.cpu_count()}], sum(length(value)) over the same segments, best of {a.repeats}")
+            print(table(["path", "MiB/s", "s", "vs local"], [
+                ["Spark + kafkalog, local disk", f"{mib / t_spark_local:,.0f}", f"{t_spark_local:.2f}", "1.00x"],
+                ["Spark + kafkalog, S3", f"{mib / t_spark_s3:,.0f}", f"{t_spark_s3:.2f}", f"{t_spark_local / t_spark_s3:.2f}x"],
+            ]))
+            out_spark = {"t_spark_local": t_spark_local, "t_spark_s3": t_spark_s3}
+        else:
+            out_spark = {}
+
         progress("[2] bounded read ...")
         start = records // 2
         end = start + records // 20
@@ -240,7 +275,7 @@ def main() -> int:
         out = {"mib": mib, "records": records, "t_raw_local": t_raw_local, "t_local": t_local, "t_raw_s3": t_raw_s3,
                "t_s3": t_s3, "ratio": t_local / t_s3, "bounded_selected": selected,
                "bounded_log_fetched": log_fetched[1], "bounded_requests": log_fetched[0],
-               "bounded_index_fetched": index_fetched, "load": os.getloadavg()[0]}
+               "bounded_index_fetched": index_fetched, "load": os.getloadavg()[0], **out_spark}
     finally:
         if server is not None:
             server.stop()
