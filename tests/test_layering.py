@@ -37,6 +37,7 @@ CORE_LAYERS = {
     "columnar": 2,
     "file_records": 3,
     "sendfile": 3,
+    "remote": 3,
     "resync": 3,
     "index": 4,
     "txn_index": 4,
@@ -83,6 +84,8 @@ THIRD_PARTY_HOMES = {
     "numpy": {"index", "columnar", "cleaner", "offset_map", "spark"},
     "pyspark": {"spark"},
     "pyarrow": {"spark", "columnar"},
+    "fsspec": {"remote"},
+    "s3fs": set(),  # reached through fsspec only
 }
 
 

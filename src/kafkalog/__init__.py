@@ -78,6 +78,7 @@ from .filenames import (
     SYSTEM_TOPICS,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    filename_prefix,
     find_partition_dirs,
     log_file,
     offset_from_file,
@@ -152,6 +153,7 @@ from .retention import (
     plan_retention,
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
+from .remote import DEFAULT_BLOCK_SIZE, SMALL_BLOCK_SIZE, RangeReader, Storage, is_remote, normalize_path
 from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 from .errors import ReadOnlyLogError
 from .native import core_name
@@ -162,6 +164,13 @@ __all__ = [
     "core_name",
     "MemoryRecords",
     "FileRecords",
+    "Storage",
+    "RangeReader",
+    "is_remote",
+    "normalize_path",
+    "filename_prefix",
+    "DEFAULT_BLOCK_SIZE",
+    "SMALL_BLOCK_SIZE",
     "Records",
     "RecordBatch",
     "DefaultRecordBatch",

@@ -289,6 +289,11 @@ class OffsetCheckpointFile(_CheckpointFile[tuple[tuple[str, int], int]]):
         """
         return dict(self._read_entries())
 
+    def parse(self, data: bytes) -> dict[tuple[str, int], int]:
+        """The offsets in ``data``, this file's content read by other means (a copy on a remote
+        filesystem); raises as :meth:`read` does, naming this file."""
+        return dict(self._parse_bytes(data))
+
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Replace the file atomically with ``offsets``, in the mapping's order.
 

@@ -7,6 +7,10 @@ the file in 1 MiB chunks instead, since it has to read every byte for the CRC an
 are views sharing the file descriptor; :meth:`FileRecords.transfer_to` sends bytes to a socket
 with ``os.sendfile`` after checking the file did not shrink underneath.
 
+A file on a remote filesystem (a URL, or a :class:`kafkalog.remote.Storage` given) is opened
+read-only through a :class:`kafkalog.remote.RangeReader`: the same reads, as ranged requests
+through its bounded block cache; local files keep the descriptor and ``pread``.
+
 Thread-safety: reads use ``pread`` and are safe from several threads; appends, truncation and
 close must be serialised by the caller (a segment's lock).
 """
@@ -20,11 +24,12 @@ from collections.abc import Iterator
 from functools import partial
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
-from .errors import InvalidOffsetError, LogClosedError, TruncatedRecordError
+from .errors import InvalidConfigError, InvalidOffsetError, LogClosedError, TruncatedRecordError
 from .legacy import LegacyRecordBatch
 from .record import MAGIC_V2, RecordBatch
 from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
 from .records import DEFAULT_MAX_BATCH_SIZE, MemoryRecords, Records, frame_entry
+from .remote import DEFAULT_BLOCK_SIZE, RangeReader, Storage, is_remote, normalize_path
 from .sendfile import transfer
 
 _CHUNK = 1 << 20
@@ -36,17 +41,25 @@ def _close_quietly(fd: int) -> None:
 
 
 class _Handle:
-    """A file descriptor shared by a FileRecords and its slices; closed once, by its owner, or
-    when the last of them is dropped without ``close()`` (a finalizer, so no descriptor leaks)."""
+    """A file descriptor (or a remote file's reader) shared by a FileRecords and its slices;
+    closed once, by its owner, or when the last of them is dropped without ``close()`` (a
+    finalizer, so no descriptor leaks). ``pread(size, position)`` reads it either way."""
 
-    __slots__ = ("fd", "path", "size", "closed", "finalizer", "__weakref__")
+    __slots__ = ("fd", "path", "size", "closed", "finalizer", "pread", "remote", "__weakref__")
 
-    def __init__(self, fd: int, path: str) -> None:
+    def __init__(self, fd: int, path: str, remote: RangeReader | None = None) -> None:
         self.fd = fd
         self.path = path
-        self.size = os.fstat(fd).st_size
+        self.remote = remote
         self.closed = False
-        self.finalizer = weakref.finalize(self, _close_quietly, fd)
+        if remote is None:
+            self.size = os.fstat(fd).st_size
+            self.pread = partial(os.pread, fd)  # a C callable: no Python frame on the local path
+            self.finalizer = weakref.finalize(self, _close_quietly, fd)
+        else:
+            self.size = remote.size
+            self.pread = remote.pread
+            self.finalizer = weakref.finalize(self, remote.close)
 
     def close(self) -> None:
         self.closed = True
@@ -91,6 +104,8 @@ class FileRecords(Records):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
         preallocate: int = 0,
+        storage: Storage | None = None,
+        block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> FileRecords:
         """Open ``path`` for reading (and appending with ``mutable``).
 
@@ -104,8 +119,27 @@ class FileRecords(Records):
             start, end: a window of the file; ``end=None`` follows the file's size.
             max_batch_size: largest entry size accepted while reading.
             max_decompressed_size: cap on a batch's decompressed payload.
+            storage: the filesystem of ``path`` (default: from its URL; a plain path is local).
+            block_size: a remote file's read-ahead; its reads stop at ``end`` when one is given.
+
+        Raises:
+            FileNotFoundError: no such file.
+            InvalidConfigError: ``mutable`` or ``create`` for a remote file (they are read-only).
         """
         path = os.fspath(path)
+        if path.startswith("file://"):
+            path = normalize_path(path)
+        if storage is None and is_remote(path):
+            storage = Storage.for_path(path)
+        if storage is not None and not storage.is_local:
+            if mutable or create:
+                raise InvalidConfigError("files on a remote filesystem are opened read-only", file=path)
+            reader = storage.open(path, block_size=block_size, window_end=end)
+            if start < 0 or (end is not None and end < start):
+                reader.close()
+                raise InvalidOffsetError(f"invalid window [{start}, {end}) of {path}")
+            return cls(_Handle(-1, path, reader), start, end, owner=True,
+                       max_batch_size=max_batch_size, max_decompressed_size=max_decompressed_size)
         flags = os.O_RDWR if (mutable or create) else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
@@ -169,10 +203,27 @@ class FileRecords(Records):
     def fileno(self) -> int:
         return self._fd()
 
+    @property
+    def is_remote(self) -> bool:
+        """Whether the file is read from a remote filesystem (read-only, no descriptor)."""
+        return self._h.remote is not None
+
+    @property
+    def bytes_fetched(self) -> int:
+        """Bytes fetched from a remote filesystem so far (0 for a local file)."""
+        return self._h.remote.bytes_fetched if self._h.remote is not None else 0
+
     def _fd(self) -> int:
         if self._h.closed:
             raise LogClosedError("file is closed", file=self._h.path)
+        if self._h.remote is not None:
+            raise InvalidConfigError("a file on a remote filesystem has no descriptor", file=self._h.path)
         return self._h.fd
+
+    def _pread(self):
+        if self._h.closed:
+            raise LogClosedError("file is closed", file=self._h.path)
+        return self._h.pread
 
     def __enter__(self) -> FileRecords:
         return self
@@ -198,14 +249,14 @@ class FileRecords(Records):
 
     def _read_exact(self, position: int, size: int) -> bytes:
         """``size`` bytes at absolute ``position`` (fewer only if the file ends first)."""
-        fd = self._fd()
-        data = os.pread(fd, size, position)
+        pread = self._pread()
+        data = pread(size, position)
         if len(data) == size or not data:
             return data
         parts = [data]
         got = len(data)
         while got < size:
-            more = os.pread(fd, size - got, position + got)
+            more = pread(size - got, position + got)
             if not more:
                 break
             parts.append(more)
@@ -237,7 +288,7 @@ class FileRecords(Records):
         max_decompressed = self._max_decompressed
         while pos < end:
             want = min(RECORD_BATCH_OVERHEAD, end - pos)
-            head = os.pread(self._fd(), want, pos)
+            head = self._pread()(want, pos)
             remaining = end - pos if len(head) == want else len(head)  # the file shrank: a tail
             framed = frame_entry(head, 0, remaining, file=path, position=pos, max_batch_size=max_size)
             if framed is None:
@@ -315,6 +366,8 @@ class FileRecords(Records):
             TruncatedRecordError: the file shrank below this window's end.
             InvalidOffsetError: a position outside the window.
         """
+        if self._h.remote is not None:
+            return self._send_remote(dest, position, count)
         fd = self._fd()
         old_size = self.size_in_bytes
         actual = os.fstat(fd).st_size
@@ -328,6 +381,15 @@ class FileRecords(Records):
             raise InvalidOffsetError(f"transfer position {position} outside [0, {old_size}]", file=self._h.path)
         count = max(0, min(count, old_size - position))
         return transfer(dest, fd, self._start + position, count)
+
+    def _send_remote(self, dest, position: int, count: int) -> int:
+        """transfer_to for a remote file: read and send (its size was fixed when opened)."""
+        size = self.size_in_bytes
+        if position < 0 or position > size:
+            raise InvalidOffsetError(f"transfer position {position} outside [0, {size}]", file=self._h.path)
+        data = self.read(position, max(0, min(count, size - position)))
+        (getattr(dest, "sendall", None) or dest.write)(data)
+        return len(data)
 
     # -- writing ---------------------------------------------------------------------------------
 

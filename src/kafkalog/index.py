@@ -58,6 +58,7 @@ import numpy as np
 
 from .durable import rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
+from .remote import Storage, is_remote
 
 _INT32_MAX = 2**31 - 1
 # Kafka's AbstractIndex: the warm section is the last 8 KiB of entries.
@@ -196,6 +197,7 @@ class _Index(ABC, Generic[_Entry]):
         self.max_index_size = max_index_size
         self._writable = writable
         self._live = False  # read-only, cut to the live entries (see read_live)
+        self._remote: tuple[Storage, str] | None = None  # read_live of a remote file: (storage, URL)
         self._opened = False
         self._closed = False
         self._fd: int | None = None
@@ -209,16 +211,21 @@ class _Index(ABC, Generic[_Entry]):
         self._fd_finalizer: weakref.finalize | None = None  # closes _fd if the index is dropped
 
     @classmethod
-    def read_live(cls: type[_IndexT], path: str | os.PathLike, base_offset: int) -> _IndexT:
+    def read_live(cls: type[_IndexT], path: str | os.PathLike, base_offset: int, *,
+                  storage: Storage | None = None) -> _IndexT:
         """The entries of an index a writer may be changing, read now (copied, never mapped).
 
         The preallocated zero tail of an active segment's index is left out: real entries are
         never all zero, as a segment's first batch is never indexed (Kafka's
         ``bytesSinceLastIndexEntry > indexIntervalBytes``). A file trimmed or deleted while it
         is read gives the entries read; a missing or unreadable one reads as empty. Entries are
-        hints: check a position taken from one before trusting it.
+        hints: check a position taken from one before trusting it. A remote index (a URL, or
+        ``storage`` given) is fetched whole, in one request.
         """
-        index = cls(path, base_offset, writable=False)
+        remote = storage is not None and not storage.is_local or is_remote(path)
+        index = cls(path if not remote else "/", base_offset, writable=False)
+        if remote:
+            index._remote = (storage or Storage.for_path(path), os.fspath(path))
         index._live = True
         index._ensure()
         return index
@@ -282,6 +289,25 @@ class _Index(ABC, Generic[_Entry]):
         with pread and close it at once; never map it (module docstring: SIGBUS)."""
         size = self.entry_size
         data = b""
+        if self._remote is not None:
+            storage, url = self._remote
+            try:
+                data = storage.read_bytes(url)
+            except OSError:
+                data = b""  # a live index that is missing reads as empty (read_live)
+            n = min(len(data) // size, -(-len(data.rstrip(b"\0")) // size))  # cut the zero tail (read_live)
+            data = data[:n * size]
+        else:
+            data = self._read_local(size)
+        n = len(data) // size
+        self._copy = bytearray(data[: n * size])
+        self._length = n * size
+        self._mm = np.frombuffer(self._copy, dtype=self.DTYPE, count=n) if n else None
+        self._keys = None
+        self._capacity = n
+
+    def _read_local(self, size: int) -> bytes:
+        data = b""
         try:
             fd = os.open(self._path, os.O_RDONLY | _O_CLOEXEC)
             try:
@@ -294,12 +320,7 @@ class _Index(ABC, Generic[_Entry]):
         except OSError:
             if not self._live:
                 raise
-        n = len(data) // size
-        self._copy = bytearray(data[: n * size])
-        self._length = n * size
-        self._mm = np.frombuffer(self._copy, dtype=self.DTYPE, count=n) if n else None
-        self._keys = None
-        self._capacity = n
+        return data
 
     def _unmap(self) -> None:
         # Nothing is stored through the map (entries are written with pwrite): no msync needed.

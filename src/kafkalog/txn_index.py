@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from .durable import rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
+from .remote import Storage, is_remote
 
 
 class AbortedTxn(NamedTuple):
@@ -66,7 +67,14 @@ class TransactionIndex:
 
     ENTRY_SIZE = TXN_INDEX_ENTRY.size
 
-    def __init__(self, path: str | os.PathLike, start_offset: int, *, writable: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike, start_offset: int, *, writable: bool = True,
+                 storage: Storage | None = None) -> None:
+        """``storage`` (or a URL ``path``): a file on a remote filesystem, read-only, read whole."""
+        self._remote: tuple[Storage, str] | None = None
+        if (storage is not None and not storage.is_local) or is_remote(path):
+            if writable:
+                raise LogClosedError("a transaction index on a remote filesystem is read-only", file=os.fspath(path))
+            self._remote = (storage or Storage.for_path(path), os.fspath(path))
         self._path = Path(path)
         self.start_offset = start_offset
         self._writable = writable
@@ -118,6 +126,12 @@ class TransactionIndex:
         self._last_offset = txn.last_offset
 
     def _read_all(self) -> bytes:
+        if self._remote is not None:
+            storage, url = self._remote
+            try:
+                return storage.read_bytes(url)
+            except FileNotFoundError:
+                return b""  # never created: no aborted transaction
         fd = self._channel(create=False)
         if fd is None:
             return b""

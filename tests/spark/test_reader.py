@@ -153,6 +153,10 @@ def test_reading_writes_nothing(logs, tmp_path):
         for kwargs in ({}, {"include_internal": True, "isolation_level": "read_committed"},
                        {"start_timestamp": TS + 2}, {"fail_on_corruption": False}):
             for log_dir in [root, *sorted(p for p in root.iterdir() if p.is_dir())]:
+                if log_dir == real:  # log directories, no partition directory: an error
+                    with pytest.raises(InvalidConfigError, match="no partition directory"):
+                        list(read_records(log_dir, **kwargs))
+                    continue
                 list(read_records(log_dir, **kwargs))
         assert tree_digest(root) == before
 

@@ -1,25 +1,25 @@
 """Finding the partition directories and segment files a read covers (on the driver).
 
-The read's path is a log directory, a partition directory or a glob of either; Kafka's name
-rules (``<topic>-<partition>`` directories, ``<20 digits>.log`` segments, the system topics a
-reader skips unless asked) come from :mod:`kafkalog.filenames` through the public API.
+The read's path is a log directory, a partition directory or a glob of either, on any
+filesystem :class:`kafkalog.Storage` opens (local, ``file://``, ``s3://``, ``gs://``, ...); it
+was made absolute and normalised when the options were parsed, so executors find the same
+files. Kafka's name rules (``<topic>-<partition>`` directories, ``<20 digits>.log`` segments,
+the system topics a reader skips unless asked) come from :mod:`kafkalog.filenames` through the
+public API. A segment is listed by its ``.log`` file: writers to object stores upload it last
+(docs/spark.md), so a listed segment has its indexes.
 """
 
 from __future__ import annotations
 
-import glob as _glob
 import os
-import re
 from dataclasses import dataclass
 
 from .. import (
     PARTITION_DIR,
     SEGMENT_FILE,
     SYSTEM_TOPICS,
-    find_partition_dirs,
-    log_file,
-    offset_from_file,
-    segment_logs,
+    Storage,
+    filename_prefix,
 )
 from ..errors import InvalidConfigError
 from ._options import _ReadOptions
@@ -41,25 +41,40 @@ class _PartitionDir:
 def _discover(options: _ReadOptions) -> list[_PartitionDir]:
     """Partition directories under ``options.path`` (a log directory, a partition directory or a
     glob of either), filtered by subscription (``subscribe``, ``subscribePattern`` or
-    ``assign``); sorted by topic and partition."""
-    matches = sorted(_glob.glob(options.path)) if _glob.has_magic(options.path) else [options.path]
+    ``assign``); sorted by topic and partition.
+
+    Raises:
+        InvalidConfigError: the path does not exist, is not a directory, or holds no partition
+            directory (whatever ``failOnDataLoss`` says: that option is about offsets).
+    """
+    storage = options.storage
+    path = options.path
+    magic = Storage.has_magic(path)
+    matches = storage.glob(path) if magic else [path]
     if not matches:
-        raise InvalidConfigError(f"no directory matches {options.path!r}")
-    pattern = re.compile(options.subscribe_pattern) if options.subscribe_pattern else None
+        raise InvalidConfigError("no directory matches this path", file=path)
+    pattern = _compile(options.subscribe_pattern) if options.subscribe_pattern else None
     found: dict[str, _PartitionDir] = {}
+    any_partition = False
     for match in matches:
-        if not os.path.isdir(match):
-            if not _glob.has_magic(options.path):
-                raise InvalidConfigError("no such directory" if not os.path.exists(match) else "not a directory", file=match)
-            continue
-        candidates = [match] if _is_partition_dir(match) else [
-            # -delete, -future and -stray directories are not read (a -future one is a copy)
-            os.path.join(match, d.name) for d in find_partition_dirs(match) if PARTITION_DIR.match(d.name)
-        ]
-        for directory in candidates:
-            parsed = PARTITION_DIR.match(os.path.basename(directory))
-            if parsed is None or not os.path.isdir(directory):
+        try:
+            subdirs = storage.list_dirs(match)
+            files = storage.list_files(match)
+        except (FileNotFoundError, NotADirectoryError):
+            if magic:
                 continue
+            raise InvalidConfigError("no such directory" if not storage.exists(match) else "not a directory",
+                                     file=match) from None
+        if _is_partition_dir(match, subdirs, files):
+            candidates = [match]
+        else:
+            # -delete, -future and -stray directories are not read (a -future one is a copy)
+            candidates = [Storage.join(match, d) for d in subdirs if PARTITION_DIR.match(d)]
+        for directory in candidates:
+            parsed = PARTITION_DIR.match(Storage.basename(directory))
+            if parsed is None:
+                continue
+            any_partition = True
             topic, partition = parsed["topic"], int(parsed["partition"])
             if options.assign is not None:
                 if not options.assigned(topic, partition):  # Spark's assign: only those partitions
@@ -72,22 +87,29 @@ def _discover(options: _ReadOptions) -> list[_PartitionDir]:
                     continue
             elif topic in SYSTEM_TOPICS and not options.include_internal:
                 continue
-            real = os.path.realpath(directory)
-            found.setdefault(real, _PartitionDir(topic, partition, directory))
+            key = os.path.realpath(directory) if storage.is_local else directory
+            found.setdefault(key, _PartitionDir(topic, partition, directory))
+    if not any_partition:
+        raise InvalidConfigError("no partition directory (<topic>-<partition>) here", file=path)
     return sorted(found.values(), key=lambda d: (d.topic, d.partition, d.path))
 
 
-def _is_partition_dir(path: str) -> bool:
-    """A directory named ``<topic>-<n>`` that holds segments (or is otherwise not a log dir)."""
-    if PARTITION_DIR.match(os.path.basename(os.path.normpath(path))) is None:
-        return False
+def _compile(pattern: str):
+    import re
+
     try:
-        names = os.listdir(path)
-    except OSError:
+        return re.compile(pattern)
+    except re.error as e:
+        raise InvalidConfigError(f"subscribePattern {pattern!r} is not a regular expression: {e}") from None
+
+
+def _is_partition_dir(path: str, subdirs: list[str], files: dict[str, int]) -> bool:
+    """A directory named ``<topic>-<n>`` that holds segments (or is otherwise not a log dir)."""
+    if PARTITION_DIR.match(Storage.basename(path)) is None:
         return False
-    if any(_is_segment_log(n) for n in names):
+    if any(_is_segment_log(n) for n in files):
         return True
-    return not any(PARTITION_DIR.match(n) and os.path.isdir(os.path.join(path, n)) for n in names)
+    return not any(PARTITION_DIR.match(n) for n in subdirs)
 
 
 def _is_segment_log(name: str) -> bool:
@@ -95,19 +117,36 @@ def _is_segment_log(name: str) -> bool:
     return m is not None and m.group(2) == "log"
 
 
-def _segment_bases(directory: str) -> list[int]:
-    """Base offsets of the segments (``<20 digits>.log``; transient suffixes excluded), sorted;
-    none for a directory deleted meanwhile."""
+def _segments(storage: Storage, directory: str) -> list[tuple[int, str, int]]:
+    """(base offset, path, size) of the segments (``<20 digits>.log``; transient suffixes
+    excluded), by base offset; none for a directory deleted meanwhile. One listing, so an
+    object store answers with one request however many segments there are."""
     try:
-        logs = segment_logs(directory)
-    except FileNotFoundError:
+        files = storage.list_files(directory)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return [offset_from_file(p) for p in logs]
+    out = []
+    for name, size in files.items():
+        m = SEGMENT_FILE.match(name)
+        if m is not None and m.group(2) == "log":
+            out.append((int(m.group(1)), Storage.join(directory, name), size))
+    return sorted(out)
+
+
+def _segment_bases(storage: Storage, directory: str) -> list[int]:
+    """Base offsets of the segments of ``directory``, sorted."""
+    return [base for base, _, _ in _segments(storage, directory)]
+
+
+def _segment_file(directory: str, base: int, suffix: str) -> str:
+    """The file of segment ``base`` with ``suffix`` (``.log``, ``.index``, ...) in ``directory``
+    (the directory spelled as given)."""
+    return Storage.join(directory, filename_prefix(base) + suffix)
 
 
 def _log_path(directory: str, base: int) -> str:
-    """The segment file of ``base`` in ``directory`` (the directory spelled as given)."""
-    return os.path.join(directory, log_file(directory, base).name)
+    """The segment file of ``base`` in ``directory``."""
+    return _segment_file(directory, base, ".log")
 
 
 def _missing_assigned(options: _ReadOptions, dirs: list[_PartitionDir]) -> list[str]:

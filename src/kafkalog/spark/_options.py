@@ -11,12 +11,14 @@ bounds on a stream, no ``latest`` start or ``earliest`` end in a batch query. Of
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 from dataclasses import dataclass
 from typing import Any, overload
 
+from .. import Storage, normalize_path
 from ..errors import InvalidConfigError
 
 #: Spark's JSON codes for the earliest and the latest offset of a partition.
@@ -123,12 +125,18 @@ class _ReadOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     include_metadata: bool = False
+    storage_options: Any = None  # fsspec options of a remote path (credentials, endpoint, ...)
 
     def assigned(self, topic: str, partition: int) -> bool:
         """Whether ``assign`` (when given) lists this topic-partition."""
         if self.assign is None:
             return True
         return any(t == topic and partition in parts for t, parts in self.assign)
+
+    @functools.cached_property
+    def storage(self) -> Storage:
+        """The filesystem of ``path`` (local, or fsspec's for a URL, with ``storageOptions``)."""
+        return Storage.for_path(self.path, self.storage_options)
 
     @classmethod
     def parse(cls, options: Any, *, streaming: bool = False) -> _ReadOptions:
@@ -172,7 +180,8 @@ class _ReadOptions:
                 f"minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger ({max_offsets})"
             )
         return cls(
-            path=str(path),
+            path=_path(path),
+            storage_options=_storage_options(options),
             subscribe=tuple(t.strip() for t in subscribe.split(",") if t.strip()) if subscribe else None,
             subscribe_pattern=pattern,
             include_internal=_bool(options, "includeInternalTopics", False),
@@ -197,6 +206,28 @@ class _ReadOptions:
             max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             include_metadata=_bool(options, "includeMetadata", False),
         )
+
+
+def _path(path: Any) -> str:
+    """The read's path, absolute and URL-normalised here on the driver, so that executors
+    running elsewhere (another working directory, another machine) read the same files."""
+    return normalize_path(str(path))
+
+
+def _storage_options(options: Any) -> dict[str, Any] | None:
+    """``storageOptions``: a JSON object of fsspec storage options (``{"key": ..., "secret": ...,
+    "endpoint_url": ...}``), handed to the filesystem of a remote path on the driver and the
+    executors."""
+    raw = options.get("storageOptions")
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(str(raw))
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise InvalidConfigError(f'option storageOptions must be a JSON object like {{"anon": true}}, not {raw!r}')
+    return parsed
 
 
 def _timestamp_spec(options: Any, single: str, per_partition: str) -> Any:

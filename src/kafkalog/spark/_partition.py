@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,18 +18,16 @@ from .. import (
     LOG_START_OFFSET_CHECKPOINT,
     MAGIC_V2,
     SEGMENT_FILE,
+    SMALL_BLOCK_SIZE,
     AbortedTxn,
     FileRecords,
     OffsetCheckpointFile,
     OffsetIndex,
-    ProducerStateManager,
     RecordBatch,
+    Storage,
     TimeIndex,
     TransactionIndex,
-    offset_index_file,
-    snapshot_file,
-    time_index_file,
-    txn_index_file,
+    decode_snapshot,
 )
 from ..errors import (
     CorruptCheckpointError,
@@ -41,7 +38,7 @@ from ..errors import (
     TruncatedRecordError,
     UnsupportedCodecError,
 )
-from ._discovery import _log_path, _PartitionDir, _segment_bases
+from ._discovery import _PartitionDir, _segment_file, _segments
 from ._options import _ReadOptions
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
@@ -62,18 +59,25 @@ class _Segment:
     _offsets: OffsetIndex | None = None
     _times: TimeIndex | None = None
     directory: str = ""
+    storage: Storage | None = None
 
     @property
     def offsets(self) -> OffsetIndex:
         if self._offsets is None:
-            self._offsets = OffsetIndex.read_live(offset_index_file(self.directory, self.base), self.base)
+            self._offsets = OffsetIndex.read_live(_segment_file(self.directory, self.base, ".index"), self.base,
+                                                  storage=self.storage)
         return self._offsets
 
     @property
     def times(self) -> TimeIndex:
         if self._times is None:
-            self._times = TimeIndex.read_live(time_index_file(self.directory, self.base), self.base)
+            self._times = TimeIndex.read_live(_segment_file(self.directory, self.base, ".timeindex"), self.base,
+                                              storage=self.storage)
         return self._times
+
+    def open(self) -> FileRecords:
+        """The segment for planning's scattered header reads (a small read-ahead when remote)."""
+        return FileRecords.open(self.path, storage=self.storage, block_size=SMALL_BLOCK_SIZE)
 
 
 def _batch_at(records: FileRecords, position: int, min_offset: int) -> RecordBatch | None:
@@ -109,14 +113,12 @@ class _PartitionLog:
     def __init__(self, pdir: _PartitionDir, options: _ReadOptions) -> None:
         self.dir = pdir
         self.options = options
-        self.segments: list[_Segment] = []
-        for base in _segment_bases(pdir.path):
-            path = _log_path(pdir.path, base)
-            try:
-                size = os.path.getsize(path)
-            except FileNotFoundError:
-                continue  # deleted by retention meanwhile
-            self.segments.append(_Segment(base, path, size, directory=pdir.path))
+        self.storage = storage = options.storage
+        # one listing gives names and sizes (a segment deleted by retention meanwhile is not listed)
+        self.segments: list[_Segment] = [
+            _Segment(base, path, size, directory=pdir.path, storage=storage)
+            for base, path, size in _segments(storage, pdir.path)
+        ]
         self._end: tuple[int, int] | None = None
         self._log_start: int | None = None
 
@@ -144,9 +146,10 @@ class _PartitionLog:
         (records below it were deleted by DeleteRecords and are not served by a broker)."""
         if self._log_start is None:
             first = self.segments[0].base if self.segments else 0
-            checkpoint = os.path.join(os.path.dirname(os.path.abspath(self.dir.path)), LOG_START_OFFSET_CHECKPOINT)
+            checkpoint = Storage.join(Storage.dirname(self.dir.path), LOG_START_OFFSET_CHECKPOINT)
             try:
-                recorded = OffsetCheckpointFile(checkpoint).read().get((self.dir.topic, self.dir.partition))
+                data = self.storage.read_bytes(checkpoint)
+                recorded = OffsetCheckpointFile(checkpoint).parse(data).get((self.dir.topic, self.dir.partition))
             except (CorruptCheckpointError, OSError):
                 recorded = None
             self._log_start = recorded if recorded is not None and first < recorded <= self.end_offset else first
@@ -172,7 +175,7 @@ class _PartitionLog:
         last = self.segments[-1]
         offsets = last.offsets
         position = 0
-        with FileRecords.open(last.path) as records:
+        with last.open() as records:
             if offsets.entries:
                 candidate = offsets.entry(offsets.entries - 1).position
                 if 0 < candidate < records.size_in_bytes and _batch_at(records, candidate, last.base):
@@ -200,13 +203,14 @@ class _PartitionLog:
         ongoing: dict[int, int] = {}
         scan_from = self.segments[0].base if self.segments else 0
         snapshots = []
-        for name in os.listdir(self.dir.path):
+        for name in self.storage.list_files(self.dir.path):
             m = SEGMENT_FILE.match(name)
             if m and m.group(2) == "snapshot":
                 snapshots.append(int(m.group(1)))
         for offset in sorted((s for s in snapshots if s <= end), reverse=True):
             try:
-                entries = ProducerStateManager.read_snapshot(snapshot_file(self.dir.path, offset))
+                path = _segment_file(self.dir.path, offset, ".snapshot")
+                entries = decode_snapshot(self.storage.read_bytes(path), file=path)
             except (CorruptCheckpointError, OSError):
                 continue
             ongoing = {e.producer_id: e.current_txn_first_offset for e in entries if e.current_txn_first_offset is not None}
@@ -227,7 +231,7 @@ class _PartitionLog:
             nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
             if nxt is not None and nxt <= offset:
                 continue
-            with FileRecords.open(segment.path) as records:
+            with segment.open() as records:
                 position = self.seek(segment, offset, records) if offset > segment.base else 0
                 yield from self._headers(i, records, position)
 
@@ -246,9 +250,9 @@ class _PartitionLog:
             nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
             if nxt is not None and nxt <= from_offset:
                 continue
-            path = txn_index_file(self.dir.path, segment.base)
-            if path.exists():
-                index = TransactionIndex(path, segment.base, writable=False)
+            path = _segment_file(self.dir.path, segment.base, ".txnindex")
+            if self.storage.exists(path):
+                index = TransactionIndex(path, segment.base, writable=False, storage=self.storage)
                 try:
                     out.extend(t for t in index.all_aborted_txns() if t.last_offset >= from_offset)
                 finally:
@@ -269,9 +273,9 @@ class _PartitionLog:
             best, offset = times.entry(times.entries - 1)
             if i + 1 < len(self.segments):
                 return best
-            with FileRecords.open(segment.path) as records:
+            with segment.open() as records:
                 position = self.seek(segment, offset, records)
-        with FileRecords.open(segment.path) as records:
+        with segment.open() as records:
             for batch in self._headers(i, records, position):
                 best = max(best, batch.max_timestamp)
         return best
@@ -287,7 +291,7 @@ class _PartitionLog:
             if self.max_timestamp(i) < timestamp:
                 continue
             floor_offset = segment.times.lookup(timestamp).offset  # the base when no entry is at or below it
-            with FileRecords.open(segment.path) as records:
+            with segment.open() as records:
                 position = self.seek(segment, max(floor_offset, start), records)
                 for batch in self._headers(i, records, position):
                     if batch.max_timestamp >= timestamp and batch.last_offset >= start:

@@ -4,7 +4,9 @@ Bounds follow Kafka's ListOffsets rules and Spark's precedence (a timestamp opti
 offsets option; ``earliest`` is the log start, ``latest`` the log end, or the last stable offset
 under read_committed). Planning makes one :class:`_Slice` per segment overlapping the bounds,
 split at offset-index entries every ``maxBytesPerPartition``; a segment outside the bounds is
-never opened, and the first one is entered at the offset-index floor entry of the start.
+never opened, and the first one is entered at the offset-index floor entry of the start. On a
+remote filesystem planning fetches the indexes and a few batch headers where they point, never
+a segment's body.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import FileRecords
 from ..errors import InvalidOffsetError
 from ._options import EARLIEST, LATEST, _ReadOptions
 from ._partition import _batch_at, _first_entry_after, _PartitionLog, _Segment
@@ -128,7 +129,7 @@ def _plan_range(plog: _PartitionLog, b: _Bounds, options: _ReadOptions, time_flo
             if times.entries and times.entry(0).timestamp < time_floor:
                 # every record up to the floor entry's offset is older than the floor
                 start_offset = max(start_offset, times.lookup(time_floor - 1).offset + 1)
-        with FileRecords.open(segment.path) as records:
+        with segment.open() as records:
             natural_end = min(plog.end_position if last else segment.size, records.size_in_bytes)
             end_position = natural_end
             start_position = plog.seek(segment, start_offset, records) if start_offset > segment.base else 0

@@ -11,7 +11,6 @@ frames, else to the end of the window. Runs of batches are decoded together with
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
@@ -19,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import (
+    DEFAULT_BLOCK_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_ENTRY_SIZE_FIELD,
@@ -29,11 +29,12 @@ from .. import (
     OffsetIndex,
     RecordBatch,
     RecordColumns,
+    Storage,
     decode_columns,
-    offset_index_file,
 )
 from ..errors import InvalidOffsetError
 from ._options import _ReadOptions
+from ._discovery import _segment_file
 from ._partition import _READ_ERRORS, _batch_at, _first_entry_after, _span
 from ._plan import _Slice
 from ._stats import _Stats
@@ -98,12 +99,12 @@ def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Sta
         except _READ_ERRORS as e:
             if options.fail_on_corruption:
                 raise
-            nxt = _resync(records, s, pos, end)
+            nxt = _resync(records, s, pos, end, options)
             stats.skipped(records.path, pos, nxt, e)
             pos = nxt
 
 
-def _resync(records: FileRecords, s: _Slice, bad: int, end: int) -> int:
+def _resync(records: FileRecords, s: _Slice, bad: int, end: int, options: _ReadOptions) -> int:
     """Where to carry on after a corrupt batch at ``bad``: past it when its size field leads to
     another batch (or the window's end), else the next offset-index entry, else the end.
 
@@ -116,7 +117,8 @@ def _resync(records: FileRecords, s: _Slice, bad: int, end: int) -> int:
         after = bad + LOG_OVERHEAD + size
         if size >= MIN_ENTRY_SIZE_FIELD and (after == end or (bad < after < end and _batch_at(records, after, s.base))):
             return after
-    index = OffsetIndex.read_live(offset_index_file(os.path.dirname(s.path), s.base), s.base)
+    index = OffsetIndex.read_live(_segment_file(Storage.dirname(s.path), s.base, ".index"), s.base,
+                                  storage=options.storage)
     for k in range(_first_entry_after(index, bad), index.entries):
         position = index.entry(k).position
         if bad < position < end and _batch_at(records, position, s.base):
@@ -164,7 +166,10 @@ def _read_slice_batches(s: _Slice, options: _ReadOptions) -> Iterator[tuple[Reco
     want = options.include_metadata
     stats = _Stats(options.stats_path)
     try:
-        records = FileRecords.open(s.path)
+        # Remote: one ranged request per read-ahead block, never past the slice's end (the
+        # window's last batch is whole inside it: the planner ends slices at batch boundaries).
+        records = FileRecords.open(s.path, storage=options.storage, block_size=DEFAULT_BLOCK_SIZE,
+                                   end=s.end_position)
     except FileNotFoundError:
         if options.fail_on_data_loss:
             raise InvalidOffsetError(
@@ -209,6 +214,7 @@ def _read_slice_batches(s: _Slice, options: _ReadOptions) -> Iterator[tuple[Reco
             for part in _emit(chunk, s, options, stats, records if shallow else None):
                 yield part, headers
     finally:
+        stats.bytes_fetched += records.bytes_fetched
         records.close()
         stats.write()
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import Header, RecordColumns
+from .. import Header, RecordColumns, normalize_path
 from ..errors import InvalidConfigError
 from ._discovery import _discover
 from ._options import DEFAULT_MAX_RECORDS_PER_BATCH, _ReadOptions
@@ -113,11 +113,13 @@ def read_columns(
     fail_on_data_loss: bool = True,
     check_crcs: bool = True,
     max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Iterator[PartitionColumns]:
     """The records under ``path`` as columns, partition by partition.
 
     Args:
-        path: a log directory, a partition directory (``orders-0``) or a glob of either.
+        path: a log directory, a partition directory (``orders-0``) or a glob of either, local
+            or on any filesystem fsspec knows (``s3://bucket/logs``, ``file:///data``, ...).
         topics: only these topics (internal ones included when named); default every topic
             but the internal ones (``__consumer_offsets``, ...) unless ``include_internal``.
         start_offsets, end_offsets: the offsets [start, end) to read; ``"earliest"`` is the
@@ -135,9 +137,10 @@ def read_columns(
             starts at the log start.
         check_crcs: check each batch's CRC.
         max_records_per_batch: the most records in one yielded item.
+        storage_options: fsspec's options for a remote ``path`` (credentials, endpoint, ...).
 
     Raises:
-        InvalidConfigError: a bad argument, or no directory at ``path``.
+        InvalidConfigError: a bad argument, or no directory (or no partition directory) at ``path``.
         InvalidOffsetError: see ``fail_on_data_loss``.
         KafkalogError: a corrupt batch (see ``fail_on_corruption``).
     """
@@ -146,7 +149,8 @@ def read_columns(
     if max_records_per_batch < 1:
         raise InvalidConfigError(f"max_records_per_batch must be >= 1, not {max_records_per_batch}")
     options = _ReadOptions(
-        path=os.fspath(path),
+        path=normalize_path(path),
+        storage_options=dict(storage_options) if storage_options else None,
         subscribe=tuple(topics) if topics is not None else None,
         include_internal=include_internal,
         starting_ts=_timestamps(start_timestamp, "start_timestamp"),

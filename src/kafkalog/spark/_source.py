@@ -70,7 +70,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from .. import KafkalogError
+from .. import KafkalogError, normalize_path
 from ..errors import InvalidConfigError
 from ._arrow import (
     _arrow_batches,
@@ -245,9 +245,11 @@ def register(spark: Any) -> None:
 # Distributed verification
 
 
-def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = True, include_internal: bool = True) -> Any:
-    """Check every segment under ``path`` (a log directory, partition directory or glob) on the
-    executors, as ``kafkalog verify`` does on one machine; a DataFrame with one row per segment.
+def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = True, include_internal: bool = True,
+           storage_options: dict[str, Any] | None = None) -> Any:
+    """Check every segment under ``path`` (a log directory, partition directory or glob; local
+    or a URL, see docs/spark.md) on the executors, as ``kafkalog verify`` does on one machine;
+    a DataFrame with one row per segment. ``storage_options``: fsspec's options for a URL.
 
     Columns: ``topic, partition, path, base_offset, size, valid_bytes, batches, records,
     first_offset, last_offset, min_timestamp, max_timestamp, magics, codecs, ok`` and
@@ -255,8 +257,9 @@ def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = T
     """
     from ..tools import verify_segment  # layer 6, read on the executors
 
-    options = _ReadOptions(path=path, include_internal=include_internal)
-    jobs = [(d.topic, d.partition, _log_path(d.path, base)) for d in _discover(options) for base in _segment_bases(d.path)]
+    options = _ReadOptions(path=normalize_path(path), include_internal=include_internal,
+                           storage_options=storage_options)
+    jobs = [(d.topic, d.partition, _log_path(d.path, base)) for d in _discover(options) for base in _segment_bases(options.storage, d.path)]
     schema = (
         "topic string, partition int, path string, base_offset long, size long, valid_bytes long, batches long, "
         "records long, first_offset long, last_offset long, min_timestamp long, max_timestamp long, "
@@ -267,7 +270,8 @@ def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = T
     def check(job: tuple[str, int, str]) -> tuple:
         topic, partition, segment = job
         try:
-            report = verify_segment(segment, deep=deep, check_indexes=check_indexes).to_dict()
+            remote = {"storage_options": storage_options} if storage_options else {}
+            report = verify_segment(segment, deep=deep, check_indexes=check_indexes, **remote).to_dict()
         except (OSError, KafkalogError) as e:  # deleted or unreadable since it was listed
             return (topic, partition, segment, None, None, None, None, None, None, None, None, None, [], [], False,
                     [(segment, None, "unreadable", str(e), "error")])

@@ -22,6 +22,7 @@ class _Stats:
         self.path = path
         self.segments: list[str] = []
         self.bytes_read = 0
+        self.bytes_fetched = 0  # from a remote filesystem (ranged requests)
         self.records = 0
         self.skipped_batches = 0
         self.skipped_bytes = 0
@@ -38,7 +39,7 @@ class _Stats:
             return
         os.makedirs(self.path, exist_ok=True)
         data = json.dumps({
-            "segments": self.segments, "bytes_read": self.bytes_read, "records": self.records,
+            "segments": self.segments, "bytes_read": self.bytes_read, "bytes_fetched": self.bytes_fetched, "records": self.records,
             "skipped_batches": self.skipped_batches, "skipped_bytes": self.skipped_bytes,
         })
         # Whole or absent: scan_stats may read the directory while other tasks still write.
@@ -47,17 +48,18 @@ class _Stats:
 
 def scan_stats(stats_path: str | os.PathLike) -> dict[str, Any]:
     """Totals of what the tasks of reads with ``statsPath`` set read: ``segments`` (sorted
-    distinct paths), ``segment_opens``, ``bytes_read``, ``records``, ``skipped_batches``,
+    distinct paths), ``segment_opens``, ``bytes_read``, ``bytes_fetched`` (from a remote
+    filesystem), ``records``, ``skipped_batches``,
     ``skipped_bytes``. A diagnostic (and the tests' view of pruning); needs a directory the
     executors and the caller share."""
-    totals: dict[str, Any] = {"segments": set(), "segment_opens": 0, "bytes_read": 0, "records": 0,
+    totals: dict[str, Any] = {"segments": set(), "segment_opens": 0, "bytes_read": 0, "bytes_fetched": 0, "records": 0,
                               "skipped_batches": 0, "skipped_bytes": 0}
     root = Path(stats_path)
     for file in sorted(root.glob("*.json")) if root.is_dir() else []:
         data = json.loads(file.read_text())
         totals["segments"].update(data["segments"])
         totals["segment_opens"] += len(data["segments"])
-        for key in ("bytes_read", "records", "skipped_batches", "skipped_bytes"):
-            totals[key] += data[key]
+        for key in ("bytes_read", "bytes_fetched", "records", "skipped_batches", "skipped_bytes"):
+            totals[key] += data.get(key, 0)
     totals["segments"] = sorted(totals["segments"])
     return totals

@@ -6,6 +6,8 @@ Each task attempt stages v2 batches in its own directory under
 committed attempts -- one per Spark partition, in partition order -- through
 :class:`kafkalog.Log` (offsets assigned, indexes kept, as a broker appends), rolls every touched
 partition back to its previous end if any append fails, and deletes the staging directory.
+On a remote filesystem the staging is a prefix of the store and the commit adds new segments
+(``_write_remote``: indexes uploaded first, the ``.log`` last).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -27,12 +30,15 @@ from .. import (
     LogConfig,
     MemoryRecords,
     RecordBatchBuilder,
+    Storage,
+    normalize_path,
     validate_topic_name,
 )
 from ..errors import InvalidConfigError, KafkalogError, RecordTooLargeError
 from ._arrow import _epoch_ms
 from ._compat import DataSourceArrowWriter, WriterCommitMessage, pa
-from ._options import _int
+from ._options import _int, _storage_options
+from ._write_remote import _commit_remote, _upload_staged
 
 _STAGING = ".kafkalog-staging"
 #: Default of ``maxBatchBytes``: the size a staged batch is closed at.
@@ -101,6 +107,12 @@ class _WriteOptions:
     compression: Compression
     max_batch_bytes: int
     config: dict[str, str]
+    storage_options: dict[str, Any] | None = None
+    remote: bool = False  # path on a remote filesystem (``_write_remote``)
+
+    @property
+    def storage(self) -> Storage:
+        return Storage.for_path(self.path, self.storage_options)
 
 
 class _Writer(DataSourceArrowWriter):
@@ -125,11 +137,15 @@ class _Writer(DataSourceArrowWriter):
                 has no topic or partition, or a record is larger than ``max.message.bytes``.
         """
         o = self.options
-        attempt_dir = os.path.join(o.staging, f"part-{spark_partition:05d}-{attempt}-{uuid.uuid4().hex[:8]}")
-        try:
-            os.mkdir(attempt_dir)  # not makedirs: a zombie attempt after the job ended must not write
-        except FileNotFoundError:
-            raise KafkalogError("the write job's staging directory is gone: the job has ended", file=o.staging) from None
+        attempt_name = f"part-{spark_partition:05d}-{attempt}-{uuid.uuid4().hex[:8]}"
+        if o.remote:  # built locally, uploaded whole at the end of the attempt
+            attempt_dir = tempfile.mkdtemp(prefix="kafkalog-stage-")
+        else:
+            attempt_dir = os.path.join(o.staging, attempt_name)
+            try:
+                os.mkdir(attempt_dir)  # not makedirs: a zombie attempt after the job ended must not write
+            except FileNotFoundError:
+                raise KafkalogError("the write job's staging directory is gone: the job has ended", file=o.staging) from None
         now = int(time.time() * 1000)
         max_message = int(o.config.get("max.message.bytes", LogConfig().max_message_bytes))
         target = min(o.max_batch_bytes, max_message - _BATCH_HEADROOM)
@@ -166,13 +182,31 @@ class _Writer(DataSourceArrowWriter):
                 builder.append(key, value, timestamp=ts, headers=headers)
         for tp in list(builders):
             flush(tp)
-        return _WriteCommit(spark_partition, attempt_dir, sorted(staged.values(), key=lambda s: (s.topic, s.partition)))
+        items = sorted(staged.values(), key=lambda s: (s.topic, s.partition))
+        if o.remote:
+            remote_dir = Storage.join(o.staging, attempt_name)
+            try:
+                for item in items:
+                    _upload_staged(o.storage, os.path.join(attempt_dir, item.file), remote_dir)
+            finally:
+                shutil.rmtree(attempt_dir, ignore_errors=True)
+            attempt_dir = remote_dir
+        return _WriteCommit(spark_partition, attempt_dir, items)
 
     def commit(self, messages: list[_WriteCommit | None]) -> None:
         """Append the committed attempts' batches (Spark partition order) through ``Log``; on any
         failure roll every touched partition back to its previous end. Deletes the staging."""
         o = self.options
         config = LogConfig.from_properties(o.config)
+        if o.remote:
+            ordered = sorted((m for m in messages if m is not None), key=lambda m: m.spark_partition)
+            try:
+                _commit_remote(o.path, o.storage_options, config, [
+                    (item.topic, item.partition, Storage.join(m.attempt_dir, item.file)) for m in ordered for item in m.staged
+                ])
+            finally:
+                o.storage.remove(o.staging, recursive=True)
+            return
         logs: dict[tuple[str, int], Log] = {}
         ends: dict[tuple[str, int], int] = {}
         done = False
@@ -203,6 +237,9 @@ class _Writer(DataSourceArrowWriter):
 
     def abort(self, messages: list[_WriteCommit | None]) -> None:
         """Drop every attempt's staged batches."""
+        if self.options.remote:
+            self.options.storage.remove(self.options.staging, recursive=True)
+            return
         shutil.rmtree(self.options.staging, ignore_errors=True)
         _remove_if_empty(os.path.dirname(self.options.staging))
 
@@ -295,15 +332,26 @@ def _write_options(options: Any, schema: Any, overwrite: bool) -> _WriteOptions:
         raise InvalidConfigError(f"compression must be none, gzip, snappy, lz4 or zstd, not {codec_name!r}") from None
     config = {k: str(v) for k, v in options.items() if "." in k and k != "kafka.isolation.level"}
     LogConfig.from_properties(config)  # refuse bad values before any task runs
-    os.makedirs(path, exist_ok=True)
+    path = normalize_path(str(path))  # absolute here on the driver: executors work elsewhere
+    storage_options = _storage_options(options)
+    storage = Storage.for_path(path, storage_options)
+    if storage.is_local:
+        os.makedirs(path, exist_ok=True)
+    try:
+        names = storage.list_dirs(path)
+    except FileNotFoundError:
+        names = []  # an object store's "directory" exists once it holds a key
     counts: dict[str, int] = {}
-    for name in os.listdir(path):
+    for name in names:
         parsed = PARTITION_DIR.match(name)
-        if parsed and os.path.isdir(os.path.join(path, name)):
+        if parsed:
             counts[parsed["topic"]] = max(counts.get(parsed["topic"], 0), int(parsed["partition"]) + 1)
-    staging_root = options.get("stagingDir") or os.path.join(path, _STAGING)
-    staging = os.path.join(staging_root, uuid.uuid4().hex)
-    os.makedirs(staging)
+    staging_root = normalize_path(options.get("stagingDir")) if options.get("stagingDir") else Storage.join(path, _STAGING)
+    if Storage.for_path(staging_root).protocol != storage.protocol:
+        raise InvalidConfigError("stagingDir must be on the filesystem of the path written", file=staging_root)
+    staging = Storage.join(staging_root, uuid.uuid4().hex)
+    if storage.is_local:
+        os.makedirs(staging)
     partition = _int(options, "partition", None, minimum=0)
     return _WriteOptions(
         path=str(path),
@@ -315,4 +363,6 @@ def _write_options(options: Any, schema: Any, overwrite: bool) -> _WriteOptions:
         compression=codec,
         max_batch_bytes=_int(options, "maxBatchBytes", DEFAULT_MAX_BATCH_BYTES),
         config=config,
+        storage_options=storage_options,
+        remote=not storage.is_local,
     )

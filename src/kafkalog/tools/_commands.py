@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .. import TMP_SUFFIX, Log, LogConfig, plan_partition_retention
 from ..errors import KafkalogError
+from ._cloud import local_view, relabel
 from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
@@ -29,16 +30,20 @@ def _run_verify(tool: _Tool) -> None:
     for path in a.paths:
 
         def one(path: str = path) -> None:
-            bar = tool.progress(total_log_bytes(path), "verify")
+            with local_view(path) as (local, _):
+                shown(path, local)
+
+        def shown(path: str, local: str) -> None:
+            bar = tool.progress(total_log_bytes(local), "verify")
             try:
-                report = verify_path(path, deep=a.deep, progress=bar)
+                report = verify_path(local, deep=a.deep, progress=bar)
             finally:
                 bar.close()
             bad = not report.ok or (a.strict and report.warnings > 0)
             if bad:
                 tool.status = 1
             if a.json:
-                tool.json(report.to_dict())
+                tool.json(relabel(report.to_dict(), local, path))
                 return
             if report.segments and not a.quiet:
                 rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
@@ -52,7 +57,7 @@ def _run_verify(tool: _Tool) -> None:
                     )
                     offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
                     rows.append([
-                        _display(s.path, path), str(s.batches), str(s.records), offsets, str(s.size),
+                        _display(s.path, local), str(s.batches), str(s.records), offsets, str(s.size),
                         str(s.valid_bytes), status,
                     ])
                 for line in _table(rows, {1, 2, 4, 5}):
@@ -61,8 +66,8 @@ def _run_verify(tool: _Tool) -> None:
             if problems:
                 if report.segments and not a.quiet:
                     tool.print()
-                for line in _problem_lines(problems, path):
-                    tool.print(line)
+                for line in _problem_lines(problems, local):
+                    tool.print(relabel(line, local, path))
             hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
             capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
             tool.print(
@@ -79,9 +84,13 @@ def _run_stat(tool: _Tool) -> None:
     for path in a.paths:
 
         def one(path: str = path) -> None:
-            bar = tool.progress(total_log_bytes(path), "stat")
+            with local_view(path) as (local, _):
+                shown(path, local)
+
+        def shown(path: str, local: str) -> None:
+            bar = tool.progress(total_log_bytes(local), "stat")
             try:
-                report = verify_path(path, deep=not a.shallow, progress=bar)
+                report = verify_path(local, deep=not a.shallow, progress=bar)
             finally:
                 bar.close()
             if not report.segments:
@@ -92,7 +101,7 @@ def _run_stat(tool: _Tool) -> None:
                     f"(kafkalog verify {path} lists them)"
                 )
             if a.json:
-                out = report.to_dict()
+                out = relabel(report.to_dict(), local, path)
                 out["totals"] = _stat_totals(report.segments, not a.shallow)
                 tool.json(out)
                 return
@@ -101,7 +110,7 @@ def _run_stat(tool: _Tool) -> None:
                 "last timestamp", "magic", "codecs", "producers",
             ]]
             for s in report.segments:
-                rows.append(_stat_row(_display(s.path, path), s.first_offset, s.last_offset, s.records, s.tombstones,
+                rows.append(_stat_row(_display(s.path, local), s.first_offset, s.last_offset, s.records, s.tombstones,
                                       s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
                                       len(s.producer_ids)))
             totals = _stat_totals(report.segments, not a.shallow)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import (
     INDEX_SUFFIX,
@@ -21,10 +24,12 @@ from .. import (
     TimeIndex,
     TimestampType,
     all_zero,
+    is_remote,
     next_valid_batch,
     segment_base_offset,
 )
 from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
+from ._cloud import local_view, relabel
 from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker, TxnEnd
 from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
@@ -514,9 +519,12 @@ def verify_segment(
     deep: bool = False,
     check_indexes: bool = True,
     progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> SegmentReport:
     """Check one ``.log`` file and (with ``check_indexes``) its ``.index``, ``.timeindex`` and
-    ``.txnindex`` siblings, read-only.
+    ``.txnindex`` siblings, read-only. A remote ``log_path`` (``s3://...``) is checked on a
+    temporary local copy of the segment's files (fetched whole: every byte is read anyway);
+    its report names the remote files.
 
     Every batch's framing, CRC and header are checked; offsets must increase from the base
     offset (the file name); each index entry is checked against the batches (module
@@ -529,6 +537,7 @@ def verify_segment(
         deep: decode every record.
         check_indexes: check the index files too.
         progress: told how many more bytes were read, about every MiB.
+        storage_options: fsspec's options for a remote ``log_path``.
 
     Returns:
         The report; problems are in it, not raised.
@@ -537,4 +546,10 @@ def verify_segment(
         KafkalogError: the file is not named after an offset.
         OSError: the ``.log`` cannot be opened (missing, unreadable).
     """
+    if is_remote(log_path):
+        with local_view(os.fspath(log_path), storage_options) as (local, url):
+            report = _run_scan(Path(local), deep, check_indexes, progress, None)
+        report.path = relabel(report.path, local, url)
+        report.problems = [dataclasses.replace(p, path=relabel(p.path, local, url)) for p in report.problems]
+        return report
     return _run_scan(Path(log_path), deep, check_indexes, progress, None)
