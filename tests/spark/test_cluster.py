@@ -133,10 +133,8 @@ def test_stream_restart_on_a_cluster_loses_and_duplicates_nothing(results):
     assert out["stream"] == [f"first-{i}" for i in range(60)] + [f"second-{i}" for i in range(40)]
 
 
-# Relative paths are made absolute when options are parsed by the path-handling change of
-# issue 17 (branch s-fs); until it is merged the executors resolve them in their own working
-# directory and find nothing. Not strict: it passes once that change is in.
-@pytest.mark.xfail(reason="relative paths are made absolute at option parsing by the s-fs branch", strict=False)
+# Relative paths are made absolute when the options are parsed on the driver: the executors run
+# in the worker's directory and would otherwise find nothing.
 @pytest.mark.timeout_guard(180)
 def test_relative_path_on_a_cluster(results):
     out, expected, _ = results
