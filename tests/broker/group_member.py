@@ -81,14 +81,20 @@ def run_sync(client: str, bootstrap: str, topic: str, group: str, session_ms: in
 
     last = None
     while True:
-        for p, o, v in poll():
+        got = poll()
+        for p, o, v in got:
             emit(msg=[p, o, v])
         now = assignment()
         if now != last:
             emit(assigned=now)
             last = now
         try:
-            command = todo.get_nowait()
+            # When a poll returns at once with nothing, wait a little for a command rather than
+            # poll again straight away: kafka-python 3.0's poll() can return immediately while a
+            # rebalance is in flight, and a loop calling it back to back keeps taking the
+            # coordinator's lock, which its network thread needs to complete the SyncGroup
+            # (seen as a member that stops heartbeating, then spins forever).
+            command = todo.get(timeout=0 if got else 0.01)
         except queue.Empty:
             continue
         if command == "commit":
