@@ -16,59 +16,11 @@
 #include "native.h"
 #include <string.h>
 
-/* Kafka's DefaultRecordBatch header (recordbatch.py declares the same layout). */
-#define BASE_OFFSET_AT 0
-#define LENGTH_AT 8
-#define LEADER_EPOCH_AT 12
-#define MAGIC_AT 16
-#define CRC_AT 17
-#define ATTRIBUTES_AT 21
-#define LAST_OFFSET_DELTA_AT 23
-#define BASE_TIMESTAMP_AT 27
-#define MAX_TIMESTAMP_AT 35
-#define PRODUCER_ID_AT 43
-#define BASE_SEQUENCE_AT 53
-#define COUNT_AT 57
-#define RECORDS_AT 61
-#define LOG_OVERHEAD 12
-#define MIN_ENTRY_SIZE 14 /* a v0 message with null key and value: the smallest size field */
-#define MIN_RECORD_BODY 6
 
-#define CODEC_MASK 0x07
-#define TIMESTAMP_TYPE_MASK 0x08
-#define CONTROL_MASK 0x20
 
-static inline int64_t
-get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
 
-static inline int32_t
-get32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
 
-static inline void
-put64(uint8_t *p, int64_t v)
-{
-    for (int i = 7; i >= 0; i--, v = (int64_t)((uint64_t)v >> 8))
-        p[i] = (uint8_t)v;
-}
 
-static inline void
-put32(uint8_t *p, int32_t v)
-{
-    uint32_t u = (uint32_t)v;
-    p[0] = (uint8_t)(u >> 24);
-    p[1] = (uint8_t)(u >> 16);
-    p[2] = (uint8_t)(u >> 8);
-    p[3] = (uint8_t)u;
-}
 
 typedef struct {
     int64_t first_offset;

@@ -27,12 +27,6 @@ typedef struct {
     int64_t probes;
 } kl_map;
 
-static inline uint32_t
-load_be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
 static inline uint64_t
 load_le64(const uint8_t *p)
 {
@@ -55,8 +49,8 @@ map_find(kl_map *m, const uint8_t d[16], uint64_t *lo_out, uint64_t *hi_out, int
     m->lookups++;
     uint64_t slots = (uint64_t)m->slots;
     for (uint64_t attempt = 0;; attempt++) {
-        uint64_t probe = attempt <= LAST_WINDOW ? load_be32(d + attempt)
-                                                : (uint64_t)load_be32(d + LAST_WINDOW) + attempt - LAST_WINDOW;
+        uint64_t probe = attempt <= LAST_WINDOW ? (uint32_t)get32(d + attempt)
+                                                : (uint64_t)(uint32_t)get32(d + LAST_WINDOW) + attempt - LAST_WINDOW;
         Py_ssize_t cell = (Py_ssize_t)(probe % slots) * CELLS_PER_SLOT;
         m->probes++;
         uint64_t a = m->cells[cell], b = m->cells[cell + 1];

@@ -77,14 +77,6 @@ typedef struct {
 } records_ctx;
 
 static PyObject *
-bytes_or_none(const uint8_t *buf, Py_ssize_t pos, int32_t len)
-{
-    if (len < 0)
-        return Py_NewRef(Py_None);
-    return PyBytes_FromStringAndSize((const char *)buf + pos, len);
-}
-
-static PyObject *
 decode_headers(records_ctx *c, const kl_record *r)
 {
     PyObject *tuple = PyTuple_New(r->header_count);
@@ -212,7 +204,6 @@ fail:
 /* A run of batches: one int64 row per batch of (start, end, count, base_offset, base_ts, max_ts,
  * attributes), positions into the walked buffer. */
 #define BATCH_COLS 7
-#define TIMESTAMP_TYPE_MASK 0x08
 
 typedef struct {
     Py_ssize_t records, key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes;

@@ -9,13 +9,9 @@
 #include "native.h"
 #include <string.h>
 
-#define LOG_OVERHEAD 12
-#define MAGIC_AT 16
-#define ATTRIBUTES_AT 17
+#define V1_ATTRIBUTES_AT 17 /* a v0/v1 message: offset, size, crc, magic, attributes */
 #define OVERHEAD_V0 14 /* the size field's minimum: crc, magic, attributes, key and value sizes */
 #define OVERHEAD_V1 22 /* ... and the timestamp */
-#define CODEC_MASK 0x07
-#define TIMESTAMP_TYPE_MASK 0x08
 
 /* ---- CRC-32 (IEEE 802.3, reflected 0xEDB88320: zlib.crc32), slicing by 8 ---------------------- */
 
@@ -56,20 +52,7 @@ crc32_ieee(const uint8_t *p, Py_ssize_t n)
     return c ^ 0xFFFFFFFFu;
 }
 
-static inline int64_t
-be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < 8; k++)
-        v = v << 8 | p[k];
-    return (int64_t)v;
-}
 
-static inline int32_t
-be32(const uint8_t *p)
-{
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
-}
 
 /* One inner message, as checked. */
 typedef struct {
@@ -86,28 +69,28 @@ next_message(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t len, int magic, mess
 {
     if (len - pos < LOG_OVERHEAD + OVERHEAD_V0 || buf[pos + MAGIC_AT] != magic)
         return -1;
-    int32_t size = be32(buf + pos + 8);
+    int32_t size = get32(buf + pos + 8);
     int overhead = magic == 0 ? OVERHEAD_V0 : OVERHEAD_V1;
     if (size < overhead || size > len - pos - LOG_OVERHEAD)
         return -1;
     m->start = pos;
     m->end = pos + LOG_OVERHEAD + size;
-    m->offset = be64(buf + pos);
-    m->crc = (uint32_t)be32(buf + pos + 12);
+    m->offset = get64(buf + pos);
+    m->crc = (uint32_t)get32(buf + pos + 12);
     if (crc32_ieee(buf + pos + MAGIC_AT, m->end - pos - MAGIC_AT) != m->crc)
         return -1;
-    if (buf[pos + ATTRIBUTES_AT] & CODEC_MASK)
+    if (buf[pos + V1_ATTRIBUTES_AT] & CODEC_MASK)
         return -1; /* nested compression */
-    Py_ssize_t p = pos + ATTRIBUTES_AT + 1;
+    Py_ssize_t p = pos + V1_ATTRIBUTES_AT + 1;
     m->timestamp = -1;
     if (magic == 1) {
-        m->timestamp = be64(buf + p);
+        m->timestamp = get64(buf + p);
         p += 8;
     }
     for (int k = 0; k < 2; k++) {
         if (m->end - p < 4)
             return -1;
-        int32_t n = be32(buf + p);
+        int32_t n = get32(buf + p);
         p += 4;
         if (n < -1 || n > m->end - p)
             return -1;
@@ -142,13 +125,6 @@ check_all(const uint8_t *buf, Py_ssize_t len, int magic, Py_ssize_t *count, int6
     return n > 0 ? 0 : -1; /* an empty inner set is malformed */
 }
 
-static PyObject *
-bytes_or_none(const uint8_t *buf, Py_ssize_t pos, int32_t len)
-{
-    if (len < 0)
-        return Py_NewRef(Py_None);
-    return PyBytes_FromStringAndSize((const char *)buf + pos, len);
-}
 
 /* legacy_inner(data, magic, wrapper_offset, append_ts|None, Record) -> list of Record
  * The records of a compressed v0/v1 wrapper whose decompressed value is `data`: offsets

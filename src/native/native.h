@@ -22,6 +22,74 @@ extern PyObject *kl_Invalid;
 /* Raise Invalid carrying (index, position) of the failure: a hint for tests, not a message. */
 void kl_set_invalid(Py_ssize_t index, Py_ssize_t pos);
 
+/* ---- byte layouts, declared once for every C file --------------------------------------- */
+
+/* Kafka's DefaultRecordBatch (v2) header; recordbatch.py declares the same layout. */
+#define LOG_OVERHEAD 12 /* offset + size: every batch or message starts with them */
+#define BASE_OFFSET_AT 0
+#define LENGTH_AT 8
+#define LEADER_EPOCH_AT 12
+#define MAGIC_AT 16
+#define CRC_AT 17
+#define ATTRIBUTES_AT 21
+#define LAST_OFFSET_DELTA_AT 23
+#define BASE_TIMESTAMP_AT 27
+#define MAX_TIMESTAMP_AT 35
+#define PRODUCER_ID_AT 43
+#define BASE_SEQUENCE_AT 53
+#define COUNT_AT 57
+#define RECORDS_AT 61
+#define MIN_ENTRY_SIZE 14  /* a v0 message with null key and value: the smallest size field */
+#define MIN_RECORD_BODY 6  /* a v2 record: attributes + five one-byte varints */
+
+/* The attributes' bits (v2; the codec and timestamp-type bits are the same in v0/v1). */
+#define CODEC_MASK 0x07
+#define TIMESTAMP_TYPE_MASK 0x08
+#define TRANSACTIONAL_MASK 0x10
+#define CONTROL_MASK 0x20
+
+/* Big-endian integers, as Kafka writes them. */
+static inline int64_t
+get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t
+get32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline void
+put64(uint8_t *p, int64_t v)
+{
+    for (int i = 7; i >= 0; i--, v = (int64_t)((uint64_t)v >> 8))
+        p[i] = (uint8_t)v;
+}
+
+static inline void
+put32(uint8_t *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (uint8_t)(u >> 24);
+    p[1] = (uint8_t)(u >> 16);
+    p[2] = (uint8_t)(u >> 8);
+    p[3] = (uint8_t)u;
+}
+
+/* A key or value: bytes, or None for a length of -1 (the walk has checked the span). */
+static inline PyObject *
+bytes_or_none(const uint8_t *buf, Py_ssize_t pos, int32_t len)
+{
+    if (len < 0)
+        return Py_NewRef(Py_None);
+    return PyBytes_FromStringAndSize((const char *)buf + pos, len);
+}
+
 /* ---- varints (Kafka's ByteUtils.readVarint/readVarlong, ZigZag) -------------------------- */
 
 /* Decode a varint (at most 5 bytes, value within 32 bits) at buf[*pos], not reading at or past

@@ -13,36 +13,8 @@
  */
 #include "native.h"
 
-#define LENGTH_AT 8
-#define LEADER_EPOCH_AT 12
-#define MAGIC_AT 16
-#define CRC_AT 17
-#define ATTRIBUTES_AT 21
-#define LAST_OFFSET_DELTA_AT 23
-#define MAX_TIMESTAMP_AT 35
-#define PRODUCER_ID_AT 43
-#define COUNT_AT 57
-#define RECORDS_AT 61
-#define LOG_OVERHEAD 12
-#define MIN_ENTRY_SIZE 14
-#define MIN_RECORD_BODY 6
-#define CODEC_MASK 0x07
-#define TRANSACTIONAL_MASK 0x10
 
-static inline int64_t
-get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return (int64_t)v;
-}
 
-static inline int32_t
-get32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
 
 enum { CHUNK_END = 0, HANDOVER = 1 };
 

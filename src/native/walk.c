@@ -7,7 +7,6 @@
  */
 #include "native.h"
 
-#define MIN_RECORD_BODY 6 /* attributes + five one-byte varints */
 
 int
 kl_next_header(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend,
