@@ -10,6 +10,7 @@ power cut. Directories cannot be opened for fsync on Windows; Kafka skips it the
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -185,3 +186,34 @@ def ensure_not_locked(directory: str | os.PathLike) -> None:
             release()
     finally:
         os.close(fd)
+
+
+def pwrite_all(fd: int, data: bytes, position: int) -> None:
+    """Write all of ``data`` at ``position``; a full disk raises ``OSError(ENOSPC)`` (a short
+    write is retried for the rest, which then fails with the reason)."""
+    written = os.pwrite(fd, data, position)
+    while written < len(data):
+        more = os.pwrite(fd, data[written:], position + written)
+        if more <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written += more
+
+
+def allocate_blocks(fd: int, end: int, path: Path) -> None:
+    """Make sure bytes ``[0, end)`` of the file have blocks, so reading them through a map
+    cannot fault (tmpfs allocates a page on a read fault of a hole, and a full one sends
+    SIGBUS). Only a file with a hole below ``end`` is touched (for the indexes: a preallocated
+    index left by a crash, whose length counts as entries, Kafka's rule).
+
+    Raises:
+        OSError: ENOSPC when the disk is full (the index cannot be opened for writing then).
+    """
+    try:
+        first_hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        first_hole = end  # no hole reporting: the file system has no holes to fault on
+    if first_hole < end:
+        try:
+            os.posix_fallocate(fd, first_hole, end - first_hole)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot allocate the blocks of {path}: {e.strerror}", str(path)) from None

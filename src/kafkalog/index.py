@@ -44,7 +44,6 @@ access.
 from __future__ import annotations
 
 import bisect
-import errno
 import os
 import struct
 import threading
@@ -56,7 +55,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
-from .durable import rename_if_exists, unlink_if_exists
+from .durable import allocate_blocks, pwrite_all, rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
 from .remote import Storage, is_remote
 
@@ -86,45 +85,12 @@ def _live_entries(fd: int, n: int, size: int) -> int:
     return lo
 
 
-
-
 def _close_quietly(fd: int) -> None:
     """Close ``fd`` (an index's finalizer: the index was dropped without close())."""
     try:
         os.close(fd)
     except OSError:
         pass
-
-
-def pwrite_all(fd: int, data: bytes, position: int) -> None:
-    """Write all of ``data`` at ``position``; a full disk raises ``OSError(ENOSPC)`` (a short
-    write is retried for the rest, which then fails with the reason)."""
-    written = os.pwrite(fd, data, position)
-    while written < len(data):
-        more = os.pwrite(fd, data[written:], position + written)
-        if more <= 0:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        written += more
-
-
-def _allocate_entries(fd: int, end: int, path: Path) -> None:
-    """Make sure bytes ``[0, end)`` of the file have blocks, so reading them through a map
-    cannot fault (tmpfs allocates a page on a read fault of a hole, and a full one sends
-    SIGBUS). Only a file with a hole below ``end`` is touched: a preallocated index left by a
-    crash, whose length counts as entries (Kafka's rule).
-
-    Raises:
-        OSError: ENOSPC when the disk is full (the index cannot be opened for writing then).
-    """
-    try:
-        first_hole = os.lseek(fd, 0, os.SEEK_HOLE)
-    except (OSError, AttributeError):
-        first_hole = end  # no hole reporting: the file system has no holes to fault on
-    if first_hole < end:
-        try:
-            os.posix_fallocate(fd, first_hole, end - first_hole)
-        except OSError as e:
-            raise OSError(e.errno, f"cannot allocate the entries of index {path}: {e.strerror}", str(path)) from None
 
 
 def _plain_search_forced() -> bool:
@@ -261,7 +227,7 @@ class _Index(ABC, Generic[_Entry]):
                     os.ftruncate(fd, self.max_index_size // size * size)
                 self._length = os.fstat(fd).st_size
                 if not newly_created:
-                    _allocate_entries(fd, self._length // size * size, self._path)
+                    allocate_blocks(fd, self._length // size * size, self._path)
             except BaseException:
                 os.close(fd)
                 raise
