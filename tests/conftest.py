@@ -172,6 +172,9 @@ def _timeout_guard(request):
 
     def on_alarm(signum, frame):
         fired.append(True)
+        # Armed again: the signal can land where Python swallows exceptions (a gc callback, such
+        # as hypothesis's), and a swallowed timeout must not let the test run on unguarded.
+        signal.setitimer(signal.ITIMER_REAL, limit)
         raise HangGuardTimeout(message)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
