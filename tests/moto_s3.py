@@ -26,7 +26,9 @@ class Request:
     method: str
     path: str
     range: str | None
-    bytes: int = 0
+    bytes: int = 0  # body bytes sent back
+    sent: int = 0  # body bytes of the request (a PUT's upload)
+    copy_source: str | None = None  # a server-side copy's source (CopyObject)
 
 
 class _Counting:
@@ -36,7 +38,9 @@ class _Counting:
         self.app, self.log, self.lock = app, log, lock
 
     def __call__(self, environ, start_response):
-        request = Request(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_RANGE"))
+        request = Request(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_RANGE"),
+                          sent=int(environ.get("CONTENT_LENGTH") or 0),
+                          copy_source=environ.get("HTTP_X_AMZ_COPY_SOURCE"))
         with self.lock:
             self.log.append(request)
         for chunk in self.app(environ, start_response):

@@ -256,6 +256,33 @@ class Storage:
         """Upload local file ``local`` as ``path``, whole (an object store's PUT is atomic)."""
         self.fs.put_file(local, self._key(path))
 
+    @property
+    def exclusive_create(self) -> bool:
+        """Whether :meth:`create_exclusive` is offered: on S3 (a conditional PUT,
+        ``If-None-Match: *``); other stores are not trusted with it here."""
+        return self.protocol == "s3"
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Create object ``path`` holding ``data``, whole, unless it exists: one writer wins a race.
+
+        Raises:
+            FileExistsError: ``path`` exists (another writer created it first).
+            InvalidConfigError: this filesystem cannot create exclusively (:attr:`exclusive_create`).
+        """
+        if not self.exclusive_create:
+            raise InvalidConfigError(f"the {self.protocol}:// filesystem has no exclusive create", file=path)
+        self.fs.pipe_file(self._key(path), data, mode="create")
+
+    def copy(self, src: str, dst: str) -> None:
+        """Copy file ``src`` to ``dst`` inside the filesystem, whole (on S3 a server-side
+        CopyObject: the bytes do not pass through this process)."""
+        if self.is_local:
+            import shutil
+
+            shutil.copyfile(src, dst)
+            return
+        self.fs.copy(self._key(src), self._key(dst))
+
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Delete ``path`` (a directory's whole tree with ``recursive``); a missing one is fine."""
         try:

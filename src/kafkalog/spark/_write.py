@@ -6,8 +6,9 @@ Each task attempt stages v2 batches in its own directory under
 committed attempts -- one per Spark partition, in partition order -- through
 :class:`kafkalog.Log` (offsets assigned, indexes kept, as a broker appends), rolls every touched
 partition back to its previous end if any append fails, and deletes the staging directory.
-On a remote filesystem the staging is a prefix of the store and the commit adds new segments
-(``_write_remote``: indexes uploaded first, the ``.log`` last).
+On a remote filesystem the executors build and upload new segments themselves under offset
+ranges they claim, and the driver's commit copies them into place inside the store
+(``_write_remote``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from ..errors import InvalidConfigError, KafkalogError, RecordTooLargeError
 from ._arrow import _epoch_ms
 from ._compat import DataSourceArrowWriter, WriterCommitMessage, pa
 from ._options import _int, _storage_options
-from ._write_remote import _commit_remote, _upload_staged
+from ._write_remote import _Claimed, _commit_remote, _Item, _stage_remote
 
 _STAGING = ".kafkalog-staging"
 #: Default of ``maxBatchBytes``: the size a staged batch is closed at.
@@ -85,6 +86,8 @@ class _Staged:
     file: str
     records: int
     batches: int
+    prefix: str = ""  # remote: where the attempt's output for this partition is on the store
+    claim: _Claimed | None = None  # remote, on a store with claims: its offsets and segments
 
 
 @dataclass
@@ -184,13 +187,15 @@ class _Writer(DataSourceArrowWriter):
             flush(tp)
         items = sorted(staged.values(), key=lambda s: (s.topic, s.partition))
         if o.remote:
-            remote_dir = Storage.join(o.staging, attempt_name)
+            storage, config = o.storage, LogConfig.from_properties(o.config)
             try:
                 for item in items:
-                    _upload_staged(o.storage, os.path.join(attempt_dir, item.file), remote_dir)
+                    item.prefix, item.claim = _stage_remote(
+                        storage, o.path, o.staging, attempt_name, config, attempt_dir,
+                        item.topic, item.partition, os.path.join(attempt_dir, item.file), item.records)
             finally:
                 shutil.rmtree(attempt_dir, ignore_errors=True)
-            attempt_dir = remote_dir
+            attempt_dir = Storage.join(o.staging, attempt_name)
         return _WriteCommit(spark_partition, attempt_dir, items)
 
     def commit(self, messages: list[_WriteCommit | None]) -> None:
@@ -202,7 +207,7 @@ class _Writer(DataSourceArrowWriter):
             ordered = sorted((m for m in messages if m is not None), key=lambda m: m.spark_partition)
             try:
                 _commit_remote(o.path, o.storage_options, config, [
-                    (item.topic, item.partition, Storage.join(m.attempt_dir, item.file)) for m in ordered for item in m.staged
+                    _Item(item.topic, item.partition, item.prefix, item.file, item.claim) for m in ordered for item in m.staged
                 ])
             finally:
                 o.storage.remove(o.staging, recursive=True)

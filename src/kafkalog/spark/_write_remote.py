@@ -1,26 +1,46 @@
 """The writer's file output on a remote filesystem (``s3://``, ``gs://``, ``abfs://``, ...).
 
-Objects cannot be appended to, so a commit never changes an object a reader may be reading:
+Objects cannot be appended to or renamed, so a write job adds new segments to each partition it
+touches, and the executors build and upload those segments themselves: the driver's commit only
+checks offsets and copies objects inside the store (S3's server-side CopyObject), so no record
+passes through the driver.
 
-- each task attempt builds its batches in a local temporary file and uploads it whole under
-  ``<path>/.kafkalog-staging/<job>/<attempt>/`` (the executors talk to the store themselves);
-- the driver's commit finds each touched partition's log end offset (the reader's planning: the
-  last segment's index and the batch headers after its last entry), appends the staged batches
-  of the committed attempts through :class:`kafkalog.Log` into a local directory started at that
-  offset -- new segments, offsets assigned and indexes kept as a broker appends -- and uploads
-  each new segment's indexes (``.index``, ``.timeindex``, ``.txnindex``) and producer snapshot
-  first and its ``.log`` last;
-- readers list segments by their ``.log`` objects, so they never see a segment whose indexes are
-  missing; a failed commit deletes what it uploaded, and the staging prefix is deleted at the end.
+1. A task attempt builds its batches for each partition in a local temporary file (``_write``).
+2. It *claims* the partition's next offsets: it creates, exclusively (S3's conditional PUT,
+   ``If-None-Match: *``), the claim object ``<staging>/claims/<topic>-<partition>/<k>`` naming
+   itself and its range ``[base, end)`` -- ``base`` is the end of claim ``k - 1``, or the
+   partition's log end offset for claim 0 -- and re-lists and takes the next ``k`` when another
+   attempt won that number. Claims are taken in the order attempts finish, so the records of one
+   attempt stay together and in their order, as a producer's would.
+3. It appends its batches through :class:`kafkalog.Log` into a local directory started at
+   ``base`` (offsets assigned, segments rolled by ``segment.bytes``, indexes kept, as a broker
+   appends) and uploads the segments under ``<staging>/segments/<topic>-<partition>/<k>/``,
+   where readers do not look (they list partition directories only).
+4. The driver's commit checks, per partition, that the committed attempts' claims follow one
+   another from the partition's log end offset as it is now, and copies their segments into the
+   partition directory by base offset, each segment's indexes (and producer snapshot) first and
+   its ``.log`` last. Readers list segments by their ``.log`` objects, so they never see a
+   segment whose files are not all there, and new segments appear in offset order.
+5. Where the claims do not follow one another -- an attempt that claimed and then failed or lost
+   to a speculative twin leaves a hole, or another writer appended meanwhile -- or where the
+   store has no exclusive create (only S3 is trusted with it), that partition is appended by the
+   driver: it downloads the staged batches of the committed attempts and re-appends them from
+   the log end offset, as above (the only case in which records pass through the driver).
+
+A failed commit deletes every object it put into partition directories, newest first; the
+staging prefix is deleted at the end of the job either way.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from .. import (
     SEGMENT_FILE,
@@ -30,19 +50,36 @@ from .. import (
     MemoryRecords,
     Storage,
 )
+from ..errors import KafkalogError
 from ._discovery import _PartitionDir
 from ._options import _ReadOptions
 from ._partition import _PartitionLog
 
+_log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
+
 #: Upload order of a segment's files: the ``.log`` last (the file readers list segments by).
 _UPLOAD_ORDER = {"index": 0, "timeindex": 0, "txnindex": 0, "snapshot": 0, "log": 1}
+#: Claim numbers are zero-padded so that a listing sorts them.
+_CLAIM_DIGITS = 10
+#: Attempts at a claim before giving up: each lost race means another attempt claimed, so this
+#: bounds the loop far above the attempts one job runs against one partition.
+_MAX_CLAIM_TRIES = 100_000
 
 
-def _upload_staged(storage: Storage, local_file: str, remote_dir: str) -> str:
-    """Upload one attempt's staged batches (a local file) into its staging prefix."""
-    url = Storage.join(remote_dir, os.path.basename(local_file))
-    storage.put_file(local_file, url)
-    return url
+@dataclass(frozen=True)
+class _Claimed:
+    """What one attempt staged for one partition on a store with claims: claim number ``k``,
+    its offsets ``[base, end)``, and its segments' files under ``prefix`` in upload order."""
+
+    k: int
+    base: int
+    end: int
+    prefix: str
+    files: tuple[str, ...]
+
+
+def _partition_url(path: str, topic: str, partition: int) -> str:
+    return Storage.join(path, f"{topic}-{partition}")
 
 
 def _remote_end(storage: Storage, storage_options: dict | None, directory: str, topic: str, partition: int) -> int:
@@ -52,65 +89,184 @@ def _remote_end(storage: Storage, storage_options: dict | None, directory: str, 
     return plog.end_offset if plog.segments else 0
 
 
-def _commit_remote(path: str, storage_options: dict | None, config: LogConfig,
-                   staged: Iterable[tuple[str, int, str]]) -> None:
-    """Append the staged batch files (``(topic, partition, url)``, in commit order) to the
-    partitions under ``path`` as new segments (module docstring). On failure, every object
-    uploaded so far is deleted and the error raised."""
-    storage = Storage.for_path(path, storage_options)
-    work = tempfile.mkdtemp(prefix="kafkalog-commit-")
-    logs: dict[tuple[str, int], Log] = {}
-    uploaded: list[str] = []
-    done = False
-    try:
-        for topic, partition, url in staged:
-            tp = (topic, partition)
-            log = logs.get(tp)
-            if log is None:
-                remote_dir = Storage.join(path, f"{topic}-{partition}")
-                log = logs[tp] = Log.open(os.path.join(work, f"{topic}-{partition}"), config)
-                end = _remote_end(storage, storage_options, remote_dir, topic, partition)
-                if end:
-                    log.truncate_fully_and_start_at(end)
-            local = os.path.join(work, f"staged-{uuid.uuid4().hex}")
-            with open(local, "wb") as f:
-                f.write(storage.read_bytes(url))
-            epoch = log.latest_epoch if log.latest_epoch is not None else 0
-            with FileRecords.open(local) as records:
-                for batch in records.batches(validate=True, strict=True):
-                    log.append(MemoryRecords(bytes(batch.entry())), leader_epoch=epoch)
-            os.unlink(local)
-        for log in logs.values():
-            log.flush()
-            log.close()  # trims the active segment's indexes to their entries
-        for (topic, partition) in logs:
-            _publish(storage, os.path.join(work, f"{topic}-{partition}"), Storage.join(path, f"{topic}-{partition}"),
-                     uploaded)
-        done = True
-    finally:
-        for log in logs.values():
-            if not log.closed:
-                log.close()
-        if not done:
-            for url in reversed(uploaded):
-                storage.remove(url)
-        shutil.rmtree(work, ignore_errors=True)
+def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int, attempt: str,
+           count: int) -> tuple[int, int]:
+    """Claim the next ``count`` offsets of ``topic-partition`` for ``attempt`` (module
+    docstring, step 2): ``(k, base)``.
+
+    Raises:
+        KafkalogError: a claim object is not one this writer made, or no claim could be taken.
+    """
+    prefix = Storage.join(staging, "claims", f"{topic}-{partition}")
+    for _ in range(_MAX_CLAIM_TRIES):
+        try:
+            names = storage.list_files(prefix)
+        except FileNotFoundError:
+            names = {}
+        numbers = sorted(int(n) for n in names if n.isdigit())
+        k = numbers[-1] + 1 if numbers else 0
+        if k:
+            url = Storage.join(prefix, f"{k - 1:0{_CLAIM_DIGITS}d}")
+            try:
+                base = int(json.loads(storage.read_bytes(url))["end"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
+        else:
+            base = _remote_end(storage, storage.storage_options, _partition_url(path, topic, partition), topic, partition)
+        body = json.dumps({"attempt": attempt, "base": base, "end": base + count}, sort_keys=True).encode()
+        try:
+            storage.create_exclusive(Storage.join(prefix, f"{k:0{_CLAIM_DIGITS}d}"), body)
+        except FileExistsError:
+            continue  # another attempt took number k first: its end is the next base
+        return k, base
+    raise KafkalogError(f"no offsets of {topic}-{partition} could be claimed in {_MAX_CLAIM_TRIES} tries", file=prefix)
 
 
-def _publish(storage: Storage, local_dir: str, remote_dir: str, uploaded: list[str]) -> None:
-    """Upload the non-empty segments of ``local_dir``: per segment, by base offset, its other
-    files first and its ``.log`` last."""
+def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, config: LogConfig,
+                  local_dir: str, topic: str, partition: int, batches_file: str, count: int
+                  ) -> tuple[str, _Claimed | None]:
+    """Put one attempt's batches for one partition on the store (module docstring, steps 2-3):
+    as segments under a claim where the store can claim, else as the batch file itself.
+    Returns the staged prefix and the claim (None without one)."""
+    if not storage.exclusive_create:
+        prefix = Storage.join(staging, attempt)
+        storage.put_file(batches_file, Storage.join(prefix, os.path.basename(batches_file)))
+        return prefix, None
+    k, base = _claim(storage, path, staging, topic, partition, attempt, count)
+    work = os.path.join(local_dir, f"{topic}-{partition}")
+    with Log.open(work, config) as log:
+        if base:
+            log.truncate_fully_and_start_at(base)
+        _append_file(log, batches_file)
+        if log.log_end_offset != base + count:  # the count claimed is the count appended
+            raise KafkalogError(f"claimed {count} offsets of {topic}-{partition} but appended "
+                                f"{log.log_end_offset - base}", file=batches_file)
+        log.flush()
+    # closed: the active segment's indexes are trimmed to their entries
+    prefix = Storage.join(staging, "segments", f"{topic}-{partition}", f"{k:0{_CLAIM_DIGITS}d}")
+    files = _upload_segments(storage, work, prefix)
+    shutil.rmtree(work, ignore_errors=True)
+    return prefix, _Claimed(k, base, base + count, prefix, tuple(files))
+
+
+def _append_file(log: Log, batches_file: str) -> None:
+    """Append every batch of a staged batch file (or a staged segment) as the leader would."""
+    epoch = log.latest_epoch if log.latest_epoch is not None else 0
+    with FileRecords.open(batches_file) as records:
+        for batch in records.batches(validate=True, strict=True):
+            log.append(MemoryRecords(bytes(batch.entry())), leader_epoch=epoch)
+
+
+def _segment_files(local_dir: str) -> list[str]:
+    """The files of the non-empty segments of ``local_dir`` in upload order: by base offset,
+    each segment's other files first and its ``.log`` last."""
     segments: dict[int, list[str]] = {}
     for name in os.listdir(local_dir):
         m = SEGMENT_FILE.match(name)
         if m is not None:
             segments.setdefault(int(m.group(1)), []).append(name)
+    out: list[str] = []
     for base in sorted(segments):
         names = segments[base]
         log_name = next((n for n in names if n.endswith(".log")), None)
         if log_name is None or os.path.getsize(os.path.join(local_dir, log_name)) == 0:
             continue  # the empty active segment a roll leaves, or a snapshot of no segment
-        for name in sorted(names, key=lambda n: (_UPLOAD_ORDER[n.rsplit(".", 1)[1]], n)):
-            url = Storage.join(remote_dir, name)
-            storage.put_file(os.path.join(local_dir, name), url)
+        out.extend(sorted(names, key=lambda n: (_UPLOAD_ORDER[n.rsplit(".", 1)[1]], n)))
+    return out
+
+
+def _upload_segments(storage: Storage, local_dir: str, remote_dir: str, uploaded: list[str] | None = None) -> list[str]:
+    """Upload the non-empty segments of ``local_dir`` in :func:`_segment_files` order; the
+    names uploaded (and, into ``uploaded``, their URLs as each one lands)."""
+    names = _segment_files(local_dir)
+    for name in names:
+        url = Storage.join(remote_dir, name)
+        storage.put_file(os.path.join(local_dir, name), url)
+        if uploaded is not None:
             uploaded.append(url)
+    return names
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One attempt's staged output for one partition, as the commit sees it."""
+
+    topic: str
+    partition: int
+    prefix: str
+    file: str  # the batch file's name (without a claim)
+    claim: _Claimed | None
+
+
+def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, items: Sequence[_Item]) -> None:
+    """Publish the committed attempts' output (``items`` in Spark partition order) into the
+    partitions under ``path`` (module docstring, steps 4-5). On failure every object put into a
+    partition directory is deleted, newest first, and the error raised."""
+    storage = Storage.for_path(path, storage_options)
+    by_tp: dict[tuple[str, int], list[_Item]] = {}
+    for item in items:
+        by_tp.setdefault((item.topic, item.partition), []).append(item)
+    uploaded: list[str] = []
+    try:
+        for (topic, partition), group in sorted(by_tp.items()):
+            target = _partition_url(path, topic, partition)
+            claims = _chain(storage, storage_options, target, topic, partition, group)
+            if claims is not None:
+                for claim in claims:
+                    for name in claim.files:
+                        url = Storage.join(target, name)
+                        storage.copy(Storage.join(claim.prefix, name), url)
+                        uploaded.append(url)
+                continue
+            _log.info("kafkalog write: %s-%d is appended by the driver (its attempts' offset claims do not "
+                      "follow one another from the log end)", topic, partition)
+            staged = []
+            for item in group:
+                if item.claim is None:
+                    staged.append(Storage.join(item.prefix, item.file))
+                else:
+                    staged.extend(Storage.join(item.prefix, n) for n in item.claim.files if n.endswith(".log"))
+            _append_through_driver(storage, config, target, topic, partition, staged, uploaded)
+    except BaseException:
+        for url in reversed(uploaded):
+            storage.remove(url)
+        raise
+
+
+def _chain(storage: Storage, storage_options: dict | None, target: str, topic: str, partition: int,
+           group: Iterable[_Item]) -> list[_Claimed] | None:
+    """The claims of ``group`` in claim order when they follow one another from the partition's
+    log end offset now (their segments can be copied as they are), else None."""
+    claims = [item.claim for item in group]
+    if any(c is None for c in claims):
+        return None
+    ordered = sorted(claims, key=lambda c: c.k)  # type: ignore[union-attr]
+    end = _remote_end(storage, storage_options, target, topic, partition)
+    for claim in ordered:
+        if claim.base != end:  # type: ignore[union-attr]
+            return None
+        end = claim.end  # type: ignore[union-attr]
+    return ordered  # type: ignore[return-value]
+
+
+def _append_through_driver(storage: Storage, config: LogConfig, target: str, topic: str, partition: int,
+                           staged: Iterable[str], uploaded: list[str]) -> None:
+    """Append the staged batch files (URLs, in order) to the partition at ``target`` as new
+    segments from its log end offset, uploaded by the driver (module docstring, step 5)."""
+    work = tempfile.mkdtemp(prefix="kafkalog-commit-")
+    try:
+        local_dir = os.path.join(work, f"{topic}-{partition}")
+        with Log.open(local_dir, config) as log:
+            end = _remote_end(storage, storage.storage_options, target, topic, partition)
+            if end:
+                log.truncate_fully_and_start_at(end)
+            for url in staged:
+                local = os.path.join(work, f"staged-{uuid.uuid4().hex}")
+                with open(local, "wb") as f:
+                    f.write(storage.read_bytes(url))
+                _append_file(log, local)
+                os.unlink(local)
+            log.flush()
+        _upload_segments(storage, local_dir, target, uploaded)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
