@@ -143,6 +143,7 @@ def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, confi
                                 f"{log.log_end_offset - base}", file=batches_file)
         log.flush()
     # closed: the active segment's indexes are trimmed to their entries
+    os.unlink(batches_file)  # built into the segments: the task's disk holds one copy
     prefix = Storage.join(staging, "segments", f"{topic}-{partition}", f"{k:0{_CLAIM_DIGITS}d}")
     files = _upload_segments(storage, work, prefix)
     shutil.rmtree(work, ignore_errors=True)
