@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shutil
 import threading
 import urllib.parse
 from collections.abc import Mapping
@@ -250,14 +251,29 @@ class Storage:
         """A positioned-read source over ``path`` (see :class:`RangeReader`). Raises FileNotFoundError."""
         return RangeReader(self, path, block_size=block_size, window_end=window_end)
 
-    # -- writing (object stores) -------------------------------------------------------------------
+    # -- writing (put_*: object stores; remove: any filesystem) ------------------------------------
 
     def put_file(self, local: str, path: str) -> None:
         """Upload local file ``local`` as ``path``, whole (an object store's PUT is atomic)."""
         self.fs.put_file(local, self._key(path))
 
+    def put_bytes(self, path: str, data: bytes) -> None:
+        """Store ``data`` as object ``path``, whole, with one PUT (atomic on an object store: a
+        reader gets the old object or the new one). Local files are replaced with
+        ``kafkalog.write_atomically`` instead (temporary file, fsync, rename)."""
+        self.fs.pipe_file(self._key(path), data)
+
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Delete ``path`` (a directory's whole tree with ``recursive``); a missing one is fine."""
+        if self.is_local:
+            try:
+                if recursive and os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return
         try:
             self.fs.rm(self._key(path), recursive=recursive)
         except FileNotFoundError:

@@ -101,11 +101,14 @@ def writer(spark, out: Path, **options) -> _StreamWriter:
     return _StreamWriter(_write_options(o, schema, False), _sink._sink_id(o))
 
 
-def stage(w: _StreamWriter, values: list[bytes], task: int = 0):
-    # write() needs a TaskContext; it makes the staging directory and runs stage().
-    os.makedirs(w.options.staging, exist_ok=True)
+def stage(w: _StreamWriter, values: list[bytes], batch_id: int, task: int = 0):
+    # write() needs a TaskContext (and its micro-batch id); it makes the micro-batch's staging
+    # directory and runs stage().
+    writer = w.batch_writer(batch_id)
+    if not w.options.remote:
+        os.makedirs(writer.options.staging, exist_ok=True)
     batch = pa.RecordBatch.from_pydict({"value": values, "topic": ["t"] * len(values)})
-    return w.writer.stage([batch], task, f"attempt-{task}")
+    return writer.stage([batch], task, f"attempt-{task}")
 
 
 def values(out: Path) -> list[bytes]:
@@ -116,7 +119,7 @@ def values(out: Path) -> list[bytes]:
 def test_a_commit_stopped_midway_is_rolled_back_by_the_replay(spark, tmp_path, monkeypatch):
     out = tmp_path / "out"
     w = writer(spark, out)
-    w.commit([stage(w, [b"x0", b"x1"])], 0)
+    w.commit([stage(w, [b"x0", b"x1"], 0)], 0)
     assert values(out) == [b"x0", b"x1"]
     # Micro-batch 1 stops after appending, before the state says done.
     real = _sink.write_atomically
@@ -130,31 +133,32 @@ def test_a_commit_stopped_midway_is_rolled_back_by_the_replay(spark, tmp_path, m
 
     monkeypatch.setattr(_sink, "write_atomically", stop_before_done)
     with pytest.raises(KeyboardInterrupt):
-        w.commit([stage(w, [b"y0", b"y1", b"y2"])], 1)
+        w.commit([stage(w, [b"y0", b"y1", b"y2"], 1)], 1)
     monkeypatch.setattr(_sink, "write_atomically", real)
     assert values(out) == [b"x0", b"x1", b"y0", b"y1", b"y2"]  # appended, not marked done
     state = _SinkState.load(str(out / ".kafkalog-sink-default.json"))
     assert (state.done, state.pending, state.ends) == (0, 1, (("t", 0, 2),))
     # The restarted query replays micro-batch 1: the partial append is removed first.
     w2 = writer(spark, out)
-    w2.commit([stage(w2, [b"y0", b"y1", b"y2"])], 1)
+    w2.commit([stage(w2, [b"y0", b"y1", b"y2"], 1)], 1)
     assert values(out) == [b"x0", b"x1", b"y0", b"y1", b"y2"]
     assert _SinkState.load(str(out / ".kafkalog-sink-default.json")) == _SinkState(1)
     # A replay of the last batch writes nothing; a batch after it is appended.
-    w2.commit([stage(w2, [b"y0", b"y1", b"y2"])], 1)
-    w2.commit([stage(w2, [b"z"])], 2)
+    w2.commit([stage(w2, [b"y0", b"y1", b"y2"], 1)], 1)
+    w2.commit([stage(w2, [b"z"], 2)], 2)
     assert values(out) == [b"x0", b"x1", b"y0", b"y1", b"y2", b"z"]
 
 
 def test_a_crash_before_anything_was_appended_loses_nothing(spark, tmp_path, monkeypatch):
     out = tmp_path / "out"
     w = writer(spark, out)
-    w.commit([stage(w, [b"a"])], 0)
-    monkeypatch.setattr(w.writer, "commit", lambda messages: (_ for _ in ()).throw(KeyboardInterrupt()))
+    w.commit([stage(w, [b"a"], 0)], 0)
+    monkeypatch.setattr(_sink._Writer, "commit", lambda self, messages: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        w.commit([stage(w, [b"b"])], 1)  # pending written, nothing appended
+        w.commit([stage(w, [b"b"], 1)], 1)  # pending written, nothing appended
+    monkeypatch.undo()
     w2 = writer(spark, out)
-    w2.commit([stage(w2, [b"b"])], 1)
+    w2.commit([stage(w2, [b"b"], 1)], 1)
     assert values(out) == [b"a", b"b"]
 
 
