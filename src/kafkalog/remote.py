@@ -275,7 +275,10 @@ class Storage:
                 pass
             return
         try:
-            self.fs.rm(self._key(path), recursive=recursive)
+            if recursive:
+                self.fs.rm(self._key(path), recursive=True)
+            else:
+                self.fs.rm_file(self._key(path))  # one DELETE of that object, no listing
         except FileNotFoundError:
             pass
 

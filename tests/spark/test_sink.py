@@ -179,3 +179,21 @@ def test_empty_micro_batches_and_bad_state(spark, tmp_path):
     for bad in ("", "a/b", "..x" * 40, "x y"):
         with pytest.raises(InvalidConfigError, match="sinkId"):
             _sink._sink_id({"sinkId": bad} if bad else {"sinkId": " "})
+
+
+def test_staging_is_one_directory_per_micro_batch(spark, tmp_path):
+    out = tmp_path / "out"
+    w = writer(spark, out)
+    lost = stage(w, [b"lost"], 3)  # staged by a micro-batch whose query stopped before its commit
+    kept = stage(w, [b"a"], 4)
+    sink_dir = out / ".kafkalog-staging" / "sink-default"
+    assert sorted(p.name for p in sink_dir.iterdir()) == ["batch-3", "batch-4"]
+    assert Path(lost.attempt_dir).parent.name == "batch-3" and Path(kept.attempt_dir).parent.name == "batch-4"
+    w.commit([kept], 4)
+    assert values(out) == [b"a"]  # micro-batch 3's files were not taken in
+    assert not (out / ".kafkalog-staging").exists()  # its own and the earlier one's deleted
+    aborted = stage(w, [b"b"], 5)
+    assert Path(aborted.attempt_dir).is_dir()
+    w.abort([aborted], 5)
+    assert not (out / ".kafkalog-staging").exists()
+    assert values(out) == [b"a"]
