@@ -95,8 +95,11 @@ def test_micro_batches_on_s3_exactly_once_state_on_the_store_nothing_local(s3, t
     # An older batch id: another query wrote this sink.
     with pytest.raises(KafkalogError, match="written by another query"):
         w.commit([], 0)
-    # Empty micro-batches still move the state on.
+    # Empty micro-batches still move the state on; the state is written whole, one PUT each
+    # time (pending, then done).
+    s3.clear()
     w.commit([None], 2)
+    assert [r.method for r in s3.log if r.path.endswith(STATE) and r.method != "GET"] == ["PUT", "PUT"]
     w.commit([], 3)
     assert state(s3, url) == _SinkState(3)
     assert values(s3, url) == [b"a0", b"a1", b"b0", b"b1"]
