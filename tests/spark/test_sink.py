@@ -3,11 +3,17 @@ replays (Spark re-running the last batch) and commits stopped midway."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -197,3 +203,74 @@ def test_staging_is_one_directory_per_micro_batch(spark, tmp_path):
     w.abort([aborted], 5)
     assert not (out / ".kafkalog-staging").exists()
     assert values(out) == [b"a"]
+
+
+# ----------------------------------------------------------------------------------------------
+# A model: micro-batches committed by a driver killed at any step, restarted, and replayed
+
+
+class Crash(BaseException):
+    """The driver killed (nothing catches it, as nothing catches a SIGKILL)."""
+
+
+#: Where a commit is stopped: not at all; before anything is appended; after the append,
+#: before the state says done; while a roll back clears the pending state; after the commit,
+#: with Spark's commit log missing it (the batch is replayed).
+CRASHES = ("none", "before_append", "before_done", "in_roll_back", "replay")
+
+
+@contextlib.contextmanager
+def crashing(kind: str, batch_id: int) -> Iterator[None]:
+    """Patch the sink so that its commit of ``batch_id`` is killed where ``kind`` says."""
+    real = _StreamWriter._write_state
+
+    def write_state(self, new):
+        if kind == "before_done" and new.pending is None and new.done == batch_id:
+            raise Crash(kind)
+        if kind == "in_roll_back" and new.pending is None and new.done != batch_id:
+            raise Crash(kind)
+        real(self, new)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(_StreamWriter, "_write_state", write_state))
+        if kind == "before_append":
+            stack.enter_context(mock.patch.object(_sink._Writer, "commit", side_effect=Crash(kind)))
+        yield
+
+
+def drive(make_writer: Callable[[], _StreamWriter], batches: list[list[bytes]], plan: list[str],
+          stage_batch: Callable[[_StreamWriter, list[bytes], int], object],
+          crash: Callable[[str, int], contextlib.AbstractContextManager] = crashing) -> None:
+    """Commit ``batches`` as micro-batches 0, 1, ... as a query would whose driver is killed as
+    ``plan`` says (one entry per commit attempt; ``none`` once it runs out), restarted after each
+    kill (a new writer) and made to replay (Spark re-runs a batch its commit log misses)."""
+    w = make_writer()
+    attempts = iter(plan)
+    for batch_id, vals in enumerate(batches):
+        while True:
+            kind = next(attempts, "none")
+            messages = [stage_batch(w, vals, batch_id)]
+            try:
+                with crash(kind, batch_id):
+                    w.commit(messages, batch_id)
+            except Crash:
+                w = make_writer()  # the restarted query
+                continue
+            if kind == "replay":
+                w = make_writer()
+                w.commit([stage_batch(w, vals, batch_id)], batch_id)
+            break
+
+
+batches_st = st.lists(st.lists(st.binary(min_size=0, max_size=40), min_size=0, max_size=4), min_size=1, max_size=4)
+
+
+@settings(max_examples=max(1, settings.default.max_examples // 2))
+@given(batches=batches_st, plan=st.lists(st.sampled_from(CRASHES), max_size=6))
+def test_model_every_micro_batch_once_whatever_stops_when(batches, plan):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        drive(lambda: writer(None, out), batches, plan, stage)
+        assert (values(out) if (out / "t-0").exists() else []) == [v for b in batches for v in b]
+        assert _SinkState.load(str(out / ".kafkalog-sink-default.json")) == _SinkState(len(batches) - 1)
+        assert not (out / ".kafkalog-staging").exists()

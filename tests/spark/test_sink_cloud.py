@@ -5,12 +5,19 @@ prefix per micro-batch that a commit leaves empty."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -20,7 +27,7 @@ pytest.importorskip("moto")
 import pyarrow as pa  # noqa: E402
 from moto_s3 import S3Server, s3, s3_server  # noqa: E402,F401
 from spark_fixtures import spark  # noqa: E402,F401
-from test_sink import run  # noqa: E402
+from test_sink import CRASHES, Crash, batches_st, crashing, drive, run  # noqa: E402
 from test_spark_stream import append  # noqa: E402
 
 from kafkalog import Storage  # noqa: E402
@@ -49,6 +56,8 @@ def stage(w: _StreamWriter, values: list[bytes], batch_id: int, task: int = 0):
 
 
 def values(s3: S3Server, url: str, topic: str = "t") -> list[bytes]:
+    if not keys(s3, f"{url[len('s3://'):]}/{topic}-0"):
+        return []  # nothing written yet
     return [r.value for r in read_records(url, topics=[topic], storage_options=s3.options)]
 
 
@@ -174,7 +183,7 @@ def test_staging_on_s3_is_one_prefix_per_micro_batch(s3):
     w = writer(s3, url)
     lost = stage(w, [b"lost"], 3)  # staged by a micro-batch whose query stopped before its commit
     kept = stage(w, [b"a"], 4)
-    prefixes = {k.split("/.kafkalog-staging/")[1].split("/")[:2][1] for k in staged_keys(s3, "sink/staging")}
+    prefixes = {k.split("/.kafkalog-staging/sink-default/")[1].split("/")[0] for k in staged_keys(s3, "sink/staging")}
     assert prefixes == {"batch-3", "batch-4"}
     assert lost.attempt_dir != kept.attempt_dir
     w.commit([kept], 4)
@@ -194,6 +203,52 @@ def test_a_bad_state_object_on_s3_is_refused(s3):
     s3.fs.pipe_file(f"sink/bad/{STATE}", b"\x00garbage")
     with pytest.raises(KafkalogError, match=r"s3://sink/bad/\.kafkalog-sink-default\.json"):
         w.commit([], 0)
+
+
+@contextlib.contextmanager
+def crashing_on_s3(kind: str, batch_id: int) -> Iterator[None]:
+    """``crashing``, and ``mid_publish:<k>``: the driver killed after ``k`` objects of the commit
+    were put (a segment's indexes without its ``.log``, some segments but not all), before any
+    clean-up (nothing is deleted after the kill)."""
+    if not kind.startswith("mid_publish:"):
+        with crashing(kind, batch_id):
+            yield
+        return
+    budget = [int(kind.split(":")[1])]
+    real_put = Storage.put_file
+
+    def put_file(self, local, path):
+        if budget[0] == 0:
+            raise Crash(kind)
+        budget[0] -= 1
+        real_put(self, local, path)
+
+    def remove(self, path, *, recursive=False):
+        raise Crash(kind)
+
+    with mock.patch.object(Storage, "put_file", put_file), mock.patch.object(Storage, "remove", remove):
+        yield
+
+
+@pytest.mark.timeout_guard(600)
+@settings(max_examples=max(1, settings.default.max_examples // 6))
+@given(batches=batches_st,
+       plan=st.lists(st.one_of(st.sampled_from(CRASHES), st.integers(0, 8).map(lambda k: f"mid_publish:{k}")),
+                     max_size=6))
+def test_model_on_s3_every_micro_batch_once_whatever_stops_when(s3_server, batches, plan):
+    s3 = s3_server
+    s3.make_bucket("sinkmodel")
+    url = f"s3://sinkmodel/{uuid.uuid4().hex}"
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(tempfile, "tempdir", tmp):
+        drive(lambda: writer(s3, url, **{"segment.bytes": "300", "maxBatchBytes": "100"}), batches, plan, stage,
+              crashing_on_s3)
+    assert values(s3, url) == [v for b in batches for v in b]
+    assert state(s3, url) == _SinkState(len(batches) - 1)
+    bucket_prefix = url[len("s3://"):]
+    assert staged_keys(s3, bucket_prefix) == []
+    files = [k.rsplit("/", 1)[1] for k in keys(s3, bucket_prefix + "/t-0")]
+    logs = {f[:20] for f in files if f.endswith(".log")}
+    assert {f[:20] for f in files if f[:20].isdigit()} <= logs  # no file of a half-published segment left
 
 
 # ----------------------------------------------------------------------------------------------
