@@ -158,9 +158,7 @@ class _StreamWriter(DataSourceStreamArrowWriter or object):  # type: ignore[misc
             KafkalogError: the state file says a later batch is done (another query wrote this
                 sink: give this one its own ``sinkId``), or the append failed.
         """
-        storage = self.options.storage
-        state = _SinkState.load(self.state_path, storage)
-        writer = self.batch_writer(batchId)
+        state = _SinkState.load(self.state_path, self.options.storage)
         if state.done is not None and batchId <= state.done:
             if batchId == state.done:
                 _log.info("kafkalog sink: micro-batch %d is already in %s; not written again", batchId, self.options.path)
@@ -177,7 +175,7 @@ class _StreamWriter(DataSourceStreamArrowWriter or object):  # type: ignore[misc
         ends = tuple((topic, partition, self._log_end(topic, partition)) for topic, partition in sorted(staged))
         self._write_state(_SinkState(state.done, batchId, ends))
         try:
-            writer.commit(messages)  # appends, flushes; undoes its own appends if one fails
+            self.batch_writer(batchId).commit(messages)  # appends, flushes; undoes its own appends if one fails
         finally:
             self._drop_staging(batchId)
         self._write_state(_SinkState(batchId))
