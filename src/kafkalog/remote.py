@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shutil
 import threading
 import urllib.parse
 from collections.abc import Mapping
@@ -250,7 +251,7 @@ class Storage:
         """A positioned-read source over ``path`` (see :class:`RangeReader`). Raises FileNotFoundError."""
         return RangeReader(self, path, block_size=block_size, window_end=window_end)
 
-    # -- writing (object stores) -------------------------------------------------------------------
+    # -- writing (put_*: object stores; remove: any filesystem) ------------------------------------
 
     def put_file(self, local: str, path: str) -> None:
         """Upload local file ``local`` as ``path``, whole (an object store's PUT is atomic)."""
@@ -277,16 +278,32 @@ class Storage:
         """Copy file ``src`` to ``dst`` inside the filesystem, whole (on S3 a server-side
         CopyObject: the bytes do not pass through this process)."""
         if self.is_local:
-            import shutil
-
             shutil.copyfile(src, dst)
             return
         self.fs.copy(self._key(src), self._key(dst))
 
+    def put_bytes(self, path: str, data: bytes) -> None:
+        """Store ``data`` as object ``path``, whole, with one PUT (atomic on an object store: a
+        reader gets the old object or the new one). Local files are replaced with
+        ``kafkalog.write_atomically`` instead (temporary file, fsync, rename)."""
+        self.fs.pipe_file(self._key(path), data)
+
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Delete ``path`` (a directory's whole tree with ``recursive``); a missing one is fine."""
+        if self.is_local:
+            try:
+                if recursive and os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            return
         try:
-            self.fs.rm(self._key(path), recursive=recursive)
+            if recursive:
+                self.fs.rm(self._key(path), recursive=True)
+            else:
+                self.fs.rm_file(self._key(path))  # one DELETE of that object, no listing
         except FileNotFoundError:
             pass
 

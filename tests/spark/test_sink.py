@@ -3,11 +3,17 @@ replays (Spark re-running the last batch) and commits stopped midway."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -101,11 +107,14 @@ def writer(spark, out: Path, **options) -> _StreamWriter:
     return _StreamWriter(_write_options(o, schema, False), _sink._sink_id(o))
 
 
-def stage(w: _StreamWriter, values: list[bytes], task: int = 0):
-    # write() needs a TaskContext; it makes the staging directory and runs stage().
-    os.makedirs(w.options.staging, exist_ok=True)
+def stage(w: _StreamWriter, values: list[bytes], batch_id: int, task: int = 0):
+    # write() needs a TaskContext (and its micro-batch id); it makes the micro-batch's staging
+    # directory and runs stage().
+    writer = w.batch_writer(batch_id)
+    if not w.options.remote:
+        os.makedirs(writer.options.staging, exist_ok=True)
     batch = pa.RecordBatch.from_pydict({"value": values, "topic": ["t"] * len(values)})
-    return w.writer.stage([batch], task, f"attempt-{task}")
+    return writer.stage([batch], task, f"attempt-{task}")
 
 
 def values(out: Path) -> list[bytes]:
@@ -116,7 +125,7 @@ def values(out: Path) -> list[bytes]:
 def test_a_commit_stopped_midway_is_rolled_back_by_the_replay(spark, tmp_path, monkeypatch):
     out = tmp_path / "out"
     w = writer(spark, out)
-    w.commit([stage(w, [b"x0", b"x1"])], 0)
+    w.commit([stage(w, [b"x0", b"x1"], 0)], 0)
     assert values(out) == [b"x0", b"x1"]
     # Micro-batch 1 stops after appending, before the state says done.
     real = _sink.write_atomically
@@ -130,31 +139,32 @@ def test_a_commit_stopped_midway_is_rolled_back_by_the_replay(spark, tmp_path, m
 
     monkeypatch.setattr(_sink, "write_atomically", stop_before_done)
     with pytest.raises(KeyboardInterrupt):
-        w.commit([stage(w, [b"y0", b"y1", b"y2"])], 1)
+        w.commit([stage(w, [b"y0", b"y1", b"y2"], 1)], 1)
     monkeypatch.setattr(_sink, "write_atomically", real)
     assert values(out) == [b"x0", b"x1", b"y0", b"y1", b"y2"]  # appended, not marked done
     state = _SinkState.load(str(out / ".kafkalog-sink-default.json"))
     assert (state.done, state.pending, state.ends) == (0, 1, (("t", 0, 2),))
     # The restarted query replays micro-batch 1: the partial append is removed first.
     w2 = writer(spark, out)
-    w2.commit([stage(w2, [b"y0", b"y1", b"y2"])], 1)
+    w2.commit([stage(w2, [b"y0", b"y1", b"y2"], 1)], 1)
     assert values(out) == [b"x0", b"x1", b"y0", b"y1", b"y2"]
     assert _SinkState.load(str(out / ".kafkalog-sink-default.json")) == _SinkState(1)
     # A replay of the last batch writes nothing; a batch after it is appended.
-    w2.commit([stage(w2, [b"y0", b"y1", b"y2"])], 1)
-    w2.commit([stage(w2, [b"z"])], 2)
+    w2.commit([stage(w2, [b"y0", b"y1", b"y2"], 1)], 1)
+    w2.commit([stage(w2, [b"z"], 2)], 2)
     assert values(out) == [b"x0", b"x1", b"y0", b"y1", b"y2", b"z"]
 
 
 def test_a_crash_before_anything_was_appended_loses_nothing(spark, tmp_path, monkeypatch):
     out = tmp_path / "out"
     w = writer(spark, out)
-    w.commit([stage(w, [b"a"])], 0)
-    monkeypatch.setattr(w.writer, "commit", lambda messages: (_ for _ in ()).throw(KeyboardInterrupt()))
+    w.commit([stage(w, [b"a"], 0)], 0)
+    monkeypatch.setattr(_sink._Writer, "commit", lambda self, messages: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        w.commit([stage(w, [b"b"])], 1)  # pending written, nothing appended
+        w.commit([stage(w, [b"b"], 1)], 1)  # pending written, nothing appended
+    monkeypatch.undo()
     w2 = writer(spark, out)
-    w2.commit([stage(w2, [b"b"])], 1)
+    w2.commit([stage(w2, [b"b"], 1)], 1)
     assert values(out) == [b"a", b"b"]
 
 
@@ -175,3 +185,92 @@ def test_empty_micro_batches_and_bad_state(spark, tmp_path):
     for bad in ("", "a/b", "..x" * 40, "x y"):
         with pytest.raises(InvalidConfigError, match="sinkId"):
             _sink._sink_id({"sinkId": bad} if bad else {"sinkId": " "})
+
+
+def test_staging_is_one_directory_per_micro_batch(spark, tmp_path):
+    out = tmp_path / "out"
+    w = writer(spark, out)
+    lost = stage(w, [b"lost"], 3)  # staged by a micro-batch whose query stopped before its commit
+    kept = stage(w, [b"a"], 4)
+    sink_dir = out / ".kafkalog-staging" / "sink-default"
+    assert sorted(p.name for p in sink_dir.iterdir()) == ["batch-3", "batch-4"]
+    assert Path(lost.attempt_dir).parent.name == "batch-3" and Path(kept.attempt_dir).parent.name == "batch-4"
+    w.commit([kept], 4)
+    assert values(out) == [b"a"]  # micro-batch 3's files were not taken in
+    assert not (out / ".kafkalog-staging").exists()  # its own and the earlier one's deleted
+    aborted = stage(w, [b"b"], 5)
+    assert Path(aborted.attempt_dir).is_dir()
+    w.abort([aborted], 5)
+    assert not (out / ".kafkalog-staging").exists()
+    assert values(out) == [b"a"]
+
+
+# ----------------------------------------------------------------------------------------------
+# A model: micro-batches committed by a driver killed at any step, restarted, and replayed
+
+
+class Crash(BaseException):
+    """The driver killed (nothing catches it, as nothing catches a SIGKILL)."""
+
+
+#: Where a commit is stopped: not at all; before anything is appended; after the append,
+#: before the state says done; while a roll back clears the pending state; after the commit,
+#: with Spark's commit log missing it (the batch is replayed).
+CRASHES = ("none", "before_append", "before_done", "in_roll_back", "replay")
+
+
+@contextlib.contextmanager
+def crashing(kind: str, batch_id: int) -> Iterator[None]:
+    """Patch the sink so that its commit of ``batch_id`` is killed where ``kind`` says."""
+    real = _StreamWriter._write_state
+
+    def write_state(self, new):
+        if kind == "before_done" and new.pending is None and new.done == batch_id:
+            raise Crash(kind)
+        if kind == "in_roll_back" and new.pending is None and new.done != batch_id:
+            raise Crash(kind)
+        real(self, new)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(_StreamWriter, "_write_state", write_state))
+        if kind == "before_append":
+            stack.enter_context(mock.patch.object(_sink._Writer, "commit", side_effect=Crash(kind)))
+        yield
+
+
+def drive(make_writer: Callable[[], _StreamWriter], batches: list[list[bytes]], plan: list[str],
+          stage_batch: Callable[[_StreamWriter, list[bytes], int], object],
+          crash: Callable[[str, int], contextlib.AbstractContextManager] = crashing) -> None:
+    """Commit ``batches`` as micro-batches 0, 1, ... as a query would whose driver is killed as
+    ``plan`` says (one entry per commit attempt; ``none`` once it runs out), restarted after each
+    kill (a new writer) and made to replay (Spark re-runs a batch its commit log misses)."""
+    w = make_writer()
+    attempts = iter(plan)
+    for batch_id, vals in enumerate(batches):
+        while True:
+            kind = next(attempts, "none")
+            messages = [stage_batch(w, vals, batch_id)]
+            try:
+                with crash(kind, batch_id):
+                    w.commit(messages, batch_id)
+            except Crash:
+                w = make_writer()  # the restarted query
+                continue
+            if kind == "replay":
+                w = make_writer()
+                w.commit([stage_batch(w, vals, batch_id)], batch_id)
+            break
+
+
+batches_st = st.lists(st.lists(st.binary(min_size=0, max_size=40), min_size=0, max_size=4), min_size=1, max_size=4)
+
+
+@settings(max_examples=max(1, settings.default.max_examples // 2))
+@given(batches=batches_st, plan=st.lists(st.sampled_from(CRASHES), max_size=6))
+def test_model_every_micro_batch_once_whatever_stops_when(batches, plan):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        drive(lambda: writer(None, out), batches, plan, stage)
+        assert (values(out) if (out / "t-0").exists() else []) == [v for b in batches for v in b]
+        assert _SinkState.load(str(out / ".kafkalog-sink-default.json")) == _SinkState(len(batches) - 1)
+        assert not (out / ".kafkalog-staging").exists()

@@ -76,3 +76,30 @@ def test_a_walk_of_a_window_fetches_each_byte_once_and_nothing_past_it(data):
     assert all(e <= end for _, e in store.ranges), store.ranges
     fetched = sum(e - s for s, e in store.ranges)
     assert fetched <= (end - start) + block  # each byte once, but for a prefetch cut short
+
+
+def test_remove_on_the_local_filesystem(tmp_path):
+    store = Storage()
+    (tmp_path / "tree" / "sub").mkdir(parents=True)
+    (tmp_path / "tree" / "sub" / "f").write_bytes(b"x")
+    (tmp_path / "one").write_bytes(b"y")
+    store.remove(str(tmp_path / "one"))
+    store.remove(str(tmp_path / "tree"), recursive=True)
+    store.remove(str(tmp_path / "missing"))  # a missing one is fine
+    store.remove(str(tmp_path / "missing"), recursive=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_put_bytes_and_remove_on_an_fsspec_filesystem():
+    import uuid
+
+    store = Storage("memory")
+    root = f"memory://kafkalog-test-{uuid.uuid4().hex}"
+    store.put_bytes(f"{root}/a/state.json", b"one")
+    store.put_bytes(f"{root}/a/state.json", b"two")  # replaced whole
+    assert store.read_bytes(f"{root}/a/state.json") == b"two"
+    store.put_bytes(f"{root}/b/x", b"x")
+    store.remove(f"{root}/a/state.json")
+    store.remove(f"{root}/a/state.json")  # a missing one is fine
+    store.remove(f"{root}/b", recursive=True)
+    assert not store.exists(f"{root}/a/state.json") and not store.exists(f"{root}/b/x")
