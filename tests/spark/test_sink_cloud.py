@@ -208,8 +208,8 @@ def test_a_bad_state_object_on_s3_is_refused(s3):
 @contextlib.contextmanager
 def crashing_on_s3(kind: str, batch_id: int) -> Iterator[None]:
     """``crashing``, and ``mid_publish:<k>``: the driver killed after ``k`` objects of the commit
-    were put (a segment's indexes without its ``.log``, some segments but not all), before any
-    clean-up (nothing is deleted after the kill)."""
+    were put or copied into place (a segment's indexes without its ``.log``, some segments but
+    not all), before any clean-up (nothing is deleted after the kill)."""
     if not kind.startswith("mid_publish:"):
         with crashing(kind, batch_id):
             yield
@@ -223,10 +223,19 @@ def crashing_on_s3(kind: str, batch_id: int) -> Iterator[None]:
         budget[0] -= 1
         real_put(self, local, path)
 
+    real_copy = Storage.copy
+
+    def copy(self, src, dst):  # the commit publishes executor-built segments by copies on S3
+        if budget[0] == 0:
+            raise Crash(kind)
+        budget[0] -= 1
+        real_copy(self, src, dst)
+
     def remove(self, path, *, recursive=False):
         raise Crash(kind)
 
-    with mock.patch.object(Storage, "put_file", put_file), mock.patch.object(Storage, "remove", remove):
+    with mock.patch.object(Storage, "put_file", put_file), mock.patch.object(Storage, "copy", copy), \
+            mock.patch.object(Storage, "remove", remove):
         yield
 
 
