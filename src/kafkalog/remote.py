@@ -163,24 +163,42 @@ class Storage:
 
     # -- listing -------------------------------------------------------------------------------
 
+    def listing(self, path: str) -> tuple[dict[str, int], list[str]]:
+        """What directory ``path`` holds: its files (name -> size) and the names of its
+        directories (an object store's common prefixes), sorted; one request on an object store.
+
+        Raises:
+            FileNotFoundError: no such directory.
+            NotADirectoryError: ``path`` is a file.
+        """
+        files: dict[str, int] = {}
+        dirs: list[str] = []
+        if self.is_local:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file():
+                            files[entry.name] = entry.stat().st_size
+                        elif entry.is_dir():
+                            dirs.append(entry.name)
+                    except FileNotFoundError:
+                        continue  # deleted while listed
+            return files, sorted(dirs)
+        for e in self._ls(path):
+            name = posixpath.basename(e["name"].rstrip("/"))
+            if e.get("type") == "directory":
+                dirs.append(name)
+            else:
+                files[name] = int(e.get("size") or 0)
+        return files, sorted(dirs)
+
     def list_files(self, path: str) -> dict[str, int]:
         """The files directly in directory ``path``: name -> size (directories left out).
 
         Raises:
             FileNotFoundError: no such directory.
         """
-        if self.is_local:
-            out = {}
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_file():
-                            out[entry.name] = entry.stat().st_size
-                    except FileNotFoundError:
-                        continue  # deleted while listed
-            return out
-        return {posixpath.basename(e["name"].rstrip("/")): int(e.get("size") or 0)
-                for e in self._ls(path) if e.get("type") != "directory"}
+        return self.listing(path)[0]
 
     def list_dirs(self, path: str) -> list[str]:
         """The names of the directories directly in ``path`` (an object store's common prefixes).
@@ -188,10 +206,7 @@ class Storage:
         Raises:
             FileNotFoundError: no such directory.
         """
-        if self.is_local:
-            with os.scandir(path) as entries:
-                return sorted(e.name for e in entries if e.is_dir())
-        return sorted(posixpath.basename(e["name"].rstrip("/")) for e in self._ls(path) if e.get("type") == "directory")
+        return self.listing(path)[1]
 
     def _ls(self, path: str) -> list[dict[str, Any]]:
         key = self._key(path)

@@ -12,12 +12,13 @@ import argparse
 import datetime
 import json
 import os
+import posixpath
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from .. import find_partition_dirs, segment_logs
+from .. import find_partition_dirs, is_remote, segment_logs
 from ..errors import KafkalogError
 from ._progress import _ProgressBar
 from ._verify_report import Problem
@@ -45,6 +46,12 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
 
 def _display(path: str, root: str) -> str:
     """``path`` relative to what the user named (a directory, or a file's directory)."""
+    if is_remote(root):
+        # A URL's reports name what is below it (a directory), or it and its siblings (a file).
+        for base in (root, posixpath.dirname(root)):
+            if path.startswith(base + "/"):
+                return path[len(base) + 1:]
+        return path
     base = root if os.path.isdir(root) else os.path.dirname(root) or "."
     try:
         rel = os.path.relpath(path, base)
