@@ -34,6 +34,7 @@ def _run_verify(tool: _Tool) -> None:
             shown(str(where) if where.is_remote else path, where)
 
         def shown(path: str, where: Location) -> None:
+            is_dir = where.is_dir()  # how reports name files: relative to a directory, or a file's
             bar = tool.progress(total_log_bytes(where), "verify")
             try:
                 report = verify_path(where, deep=a.deep, progress=bar)
@@ -57,7 +58,7 @@ def _run_verify(tool: _Tool) -> None:
                     )
                     offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
                     rows.append([
-                        _display(s.path, path), str(s.batches), str(s.records), offsets, str(s.size),
+                        _display(s.path, path, is_dir), str(s.batches), str(s.records), offsets, str(s.size),
                         str(s.valid_bytes), status,
                     ])
                 for line in _table(rows, {1, 2, 4, 5}):
@@ -66,7 +67,7 @@ def _run_verify(tool: _Tool) -> None:
             if problems:
                 if report.segments and not a.quiet:
                     tool.print()
-                for line in _problem_lines(problems, path):
+                for line in _problem_lines(problems, path, is_dir):
                     tool.print(line)
             hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
             capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
@@ -88,6 +89,7 @@ def _run_stat(tool: _Tool) -> None:
             shown(str(where) if where.is_remote else path, where)
 
         def shown(path: str, where: Location) -> None:
+            is_dir = where.is_dir()
             bar = tool.progress(total_log_bytes(where), "stat")
             try:
                 report = verify_path(where, deep=not a.shallow, progress=bar)
@@ -110,7 +112,7 @@ def _run_stat(tool: _Tool) -> None:
                 "last timestamp", "magic", "codecs", "producers",
             ]]
             for s in report.segments:
-                rows.append(_stat_row(_display(s.path, path), s.first_offset, s.last_offset, s.records, s.tombstones,
+                rows.append(_stat_row(_display(s.path, path, is_dir), s.first_offset, s.last_offset, s.records, s.tombstones,
                                       s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
                                       len(s.producer_ids)))
             totals = _stat_totals(report.segments, not a.shallow)
