@@ -355,3 +355,10 @@ def test_verify_segment_on_s3_names_the_url(s3, store):
     local = verify_segment(log, deep=True)
     assert remote.to_dict() == json.loads(same(json.dumps(local.to_dict()), store, URL))
     assert remote.path == url and remote.ok
+
+
+def test_file_urls_are_local_paths(store):
+    log = sorted((store / "orders-0").glob("*.log"))[0]
+    for argv in (["verify", "--json"], ["stat"]):
+        assert run(*argv, f"file://{store}") == run(*argv, str(store))
+    assert run("dump", "--files", f"file://{log}") == run("dump", "--files", str(log))

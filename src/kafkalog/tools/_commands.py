@@ -25,13 +25,19 @@ from ._verify_report import MAX_PROBLEMS_PER_KIND
 from ._verify_report import SegmentReport as VerifySegmentReport
 
 
+def _named(path: str, where: Location) -> str:
+    """How a run names the path it was given: a URL normalised (as its reports name the files),
+    a local path as typed."""
+    return str(where) if where.is_remote or path.startswith("file://") else path
+
+
 def _run_verify(tool: _Tool) -> None:
     a = tool.args
     for path in a.paths:
 
         def one(path: str = path) -> None:
             where = Location.of(path)  # a URL is read in place; its listings serve both calls
-            shown(str(where) if where.is_remote else path, where)
+            shown(_named(path, where), where)
 
         def shown(path: str, where: Location) -> None:
             is_dir = where.is_dir()  # how reports name files: relative to a directory, or a file's
@@ -86,7 +92,7 @@ def _run_stat(tool: _Tool) -> None:
 
         def one(path: str = path) -> None:
             where = Location.of(path)
-            shown(str(where) if where.is_remote else path, where)
+            shown(_named(path, where), where)
 
         def shown(path: str, where: Location) -> None:
             is_dir = where.is_dir()

@@ -116,7 +116,7 @@ class _Dump:
     # -- dispatch ----------------------------------------------------------------------------------
 
     def _file(self, arg: str) -> None:
-        if is_remote(arg):
+        if is_remote(arg) or arg.startswith("file://"):  # file://: a local path, named as one
             try:
                 display = normalize_path(arg)
             except KafkalogError as e:

@@ -95,6 +95,8 @@ class Location:
         if is_remote(path):
             url = normalize_path(path)
             return cls(url, _Remote(Storage.for_path(url, storage_options)))
+        if os.fspath(path).startswith("file://"):
+            return cls(normalize_path(path))  # a local path spelled as a URL: named as a path
         return cls(str(Path(path)))
 
     def _near(self, text: str) -> Location:
