@@ -59,6 +59,7 @@ from .errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    RemoteReadError,
     TruncatedRecordError,
     UnexpectedAppendOffsetError,
     UnsupportedCodecError,
@@ -316,4 +317,5 @@ __all__ = [
     "TMP_SUFFIX",
     "TXN_INDEX_VERSION",
     "ReadOnlyLogError",
+    "RemoteReadError",
 ]

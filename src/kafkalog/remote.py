@@ -32,7 +32,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidConfigError, KafkalogError, LogClosedError
+from .errors import InvalidConfigError, LogClosedError, RemoteReadError
 
 #: ``scheme://`` at the start of a URL.
 _URL = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -415,7 +415,7 @@ class RangeReader:
         except FileNotFoundError:
             raise
         except OSError as e:
-            raise KafkalogError(f"reading bytes [{start}, {end}) failed: {e}", file=self.path, position=start) from e
+            raise RemoteReadError(f"reading bytes [{start}, {end}) failed: {e}", file=self.path, position=start) from e
         self.requests += 1
         self.bytes_fetched += len(data)
         return data

@@ -362,3 +362,29 @@ def test_file_urls_are_local_paths(store):
     for argv in (["verify", "--json"], ["stat"]):
         assert run(*argv, f"file://{store}") == run(*argv, str(store))
     assert run("dump", "--files", f"file://{log}") == run("dump", "--files", str(log))
+
+
+def test_a_failed_request_is_not_reported_as_corruption(s3, store, monkeypatch):
+    """A ranged GET that fails midway (the network, throttling) ends the check of that file with
+    an error naming the URL and the position, never with a made-up corruption finding."""
+    from kafkalog import Storage
+
+    real = Storage.read_range
+
+    def failing(self, path, start, end):
+        if path.endswith("00000000000000000035.log"):
+            raise ConnectionError("connection reset by peer")
+        return real(self, path, start, end)
+
+    monkeypatch.setattr(Storage, "read_range", failing)
+    url = f"{URL}/orders-0/00000000000000000035.log"
+    for argv in (["dump", "--files", url], ["verify", "--json", URL + "/orders-0"], ["verify", url]):
+        status, out, err = run(*argv)
+        assert status == 1, argv
+        assert "crc" not in out and "corrupt" not in out and "truncated" not in out, out
+    status, out, _ = run("verify", "--json", URL + "/orders-0")
+    problems = [p for s in json.loads(out)["segments"] for p in s.get("problems", [])] + json.loads(out)["other"]
+    assert [(p["kind"], p["path"]) for p in problems] == [("unreadable", url)]
+    assert "connection reset" in problems[0]["message"] and "position" in problems[0]["message"]
+    status, _, err = run("dump", "--files", url)
+    assert status == 1 and f"kafkalog dump: {url}: position" in err and "connection reset" in err

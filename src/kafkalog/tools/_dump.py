@@ -26,7 +26,7 @@ from .. import (
     next_valid_batch,
     normalize_path,
 )
-from ..errors import KafkalogError
+from ..errors import KafkalogError, RemoteReadError
 from ..protocol import (
     KRAFT_CONTROL_RECORDS,
     MessageReader,
@@ -160,6 +160,8 @@ class _Dump:
             handler(display, name, info)
         except BrokenPipeError:
             raise
+        except RemoteReadError as e:  # a request failed: where, and why
+            self._fail(display, f"position {e.position}: {e.reason}" if e.position is not None else e.reason)
         except OSError as e:
             self._fail(display, e.strerror or str(e))
         except KafkalogError as e:
@@ -231,6 +233,8 @@ class _Dump:
                         batch = next(it)
                     except StopIteration:
                         break
+                    except RemoteReadError:
+                        raise  # the read failed, not the bytes: not a finding about them
                     except KafkalogError as e:
                         failure = e.reason
                         break
@@ -265,6 +269,8 @@ class _Dump:
             return
         try:
             valid = batch.compute_crc() == batch.crc
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._error(display, name, position, e.reason)
             return
@@ -273,6 +279,8 @@ class _Dump:
         if self.o.deep:
             try:
                 records = batch.records()
+            except RemoteReadError:
+                raise  # the read failed, not the bytes: not a finding about them
             except KafkalogError as e:
                 failure = e
         # A v0/v1 wrapper's base offset is its first inner offset: known once it is decoded.
@@ -362,6 +370,8 @@ class _Dump:
             return None
         try:
             batch = next(fr.slice(position, self.o.max_message_size).batches(), None)
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._error(display, log_name, position, f"index entry {i}: {e.reason}")
             return None
@@ -426,6 +436,8 @@ class _Dump:
                     try:
                         max_ts = max((r.timestamp for r in found.records()), default=-1)
                         max_ts = max(max_ts, -1)
+                    except RemoteReadError:
+                        raise  # the read failed, not the bytes: not a finding about them
                     except KafkalogError as e:
                         self._error(display, log_name, found.position, e.reason)
                     else:
@@ -448,6 +460,8 @@ class _Dump:
             for batch in fr.slice(position).batches():
                 if batch.last_offset >= offset:
                     return batch
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._error(display, log_name, e.position, f"looking for offset {offset}: {e.reason}")
             return False

@@ -250,4 +250,8 @@ class Location:
             return FileRecords.open(self._text, storage=self._remote.storage, block_size=block_size, end=end)
         except FileNotFoundError:
             raise FileNotFoundError(2, "No such file or directory", self._text) from None
+        except OSError as e:
+            if isinstance(e, KafkalogError):
+                raise
+            raise OSError(e.errno, e.strerror or str(e), self._text) from e
 

@@ -26,7 +26,7 @@ from .. import (
     next_valid_batch,
     segment_base_offset,
 )
-from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
+from ..errors import CorruptRecordError, KafkalogError, RemoteReadError, TruncatedRecordError
 from ._files import Location
 from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker, TxnEnd
@@ -251,6 +251,8 @@ class _SegmentScan:
                 self.ticker.add(batch.size_in_bytes)
         except TruncatedRecordError as e:
             self._stopped(fr, pos, size, e, truncated=True)
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._stopped(fr, pos, size, e, truncated=False)
         return pos
@@ -288,6 +290,8 @@ class _SegmentScan:
                 batch = next(fr.slice(pos).batches(), None)
                 if batch is not None and batch.compute_crc() != batch.crc:
                     kind = "crc"
+            except RemoteReadError:
+                raise  # the read failed, not the bytes: not a finding about them
             except KafkalogError:
                 pass
         reason = error.reason if error.position is None or error.position == pos else f"{error.reason} (byte {error.position})"
@@ -310,6 +314,8 @@ class _SegmentScan:
             try:  # a wrapper's first offset and count are inside its compressed value
                 records = batch.records()
                 first, count = records[0].offset, len(records)
+            except RemoteReadError:
+                raise  # the read failed, not the bytes: not a finding about them
             except KafkalogError as e:
                 self.add(position, "invalid-record", f"v{magic} message at offset {last}: {e.reason}")
         previous = self.last
