@@ -34,7 +34,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -140,12 +139,12 @@ def main() -> int:
             local_argv = [target_local if x == "@" else x for x in argv]
             s3_argv = [target_s3 if x == "@" else x for x in argv]
             cli(*local_argv)  # warm the page cache
-            t_local, _ = best(a.repeats, lambda: cli(*local_argv))
+            t_local, _ = best(a.repeats, lambda local_argv=local_argv: cli(*local_argv))
             server.clear()
-            t_s3, _ = best(a.repeats, lambda: cli(*s3_argv))
+            t_s3, _ = best(a.repeats, lambda s3_argv=s3_argv: cli(*s3_argv))
             fetched = server.counters().get("log", [0, 0])
-            t_old, _ = best(a.repeats, lambda: downloaded(argv, keys))
-            t_raw, _ = best(a.repeats, lambda: raw_s3([k for k in keys if k.endswith(".log")]))
+            t_old, _ = best(a.repeats, lambda argv=argv, keys=keys: downloaded(argv, keys))
+            t_raw, _ = best(a.repeats, lambda keys=keys: raw_s3([k for k in keys if k.endswith(".log")]))
             mib = nbytes / (1 << 20)
             rows.append([label, f"{mib:,.0f}", f"{t_local:.2f}", f"{t_s3:.2f}", f"{t_old:.2f}", f"{t_raw:.2f}",
                          f"{t_local / t_s3:.2f}x", f"{t_old / t_s3:.2f}x",

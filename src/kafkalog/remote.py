@@ -40,7 +40,7 @@ _URL = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://")
 _ALIASES = {"s3a": "s3", "s3n": "s3"}
 #: Default read-ahead of a remote read: also the largest batch run the reader decodes at once.
 DEFAULT_BLOCK_SIZE = 16 << 20
-#: Read-ahead for scattered header reads (planning on the driver, the CLI's dump and verify).
+#: Read-ahead for scattered header reads (planning on the driver, the CLI's look at a first batch).
 SMALL_BLOCK_SIZE = 16 << 10
 #: Blocks a RangeReader keeps: the one being read and the one before (a batch across the edge).
 _CACHE_BLOCKS = 2

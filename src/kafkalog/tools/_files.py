@@ -76,7 +76,7 @@ class Location:
     (``/``, ``parent``, ``with_name``) share the remote filesystem and its listings.
     """
 
-    __slots__ = ("_text", "_remote")
+    __slots__ = ("_remote", "_text")
 
     def __init__(self, text: str, remote: _Remote | None = None) -> None:
         self._text = text
