@@ -388,3 +388,27 @@ def test_a_failed_request_is_not_reported_as_corruption(s3, store, monkeypatch):
     assert "connection reset" in problems[0]["message"] and "position" in problems[0]["message"]
     status, _, err = run("dump", "--files", url)
     assert status == 1 and f"kafkalog dump: {url}: position" in err and "connection reset" in err
+
+
+def test_any_fsspec_filesystem(tmp_path):
+    """Not only S3: fsspec's in-memory filesystem (``memory://``) read through the same path."""
+    import fsspec
+
+    local = tmp_path / "logs"
+    build_log(local / "orders-0", batches=12)
+    fs = fsspec.filesystem("memory")
+    url = "memory://clitools-mem/logs"
+    if fs.exists(url):
+        fs.rm(url, recursive=True)
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.pipe_file(f"{url}/{f.relative_to(local).as_posix()}", f.read_bytes())
+    try:
+        for argv in (["verify", "--json", "--deep"], ["stat"], ["verify", "--warnings"]):
+            remote, here = run(*argv, url), run(*argv, str(local))
+            assert remote == tuple(same(x, local, url) if isinstance(x, str) else x for x in here), argv
+        log = sorted((local / "orders-0").glob("*.log"))[1]
+        remote = run("dump", "--deep-iteration", "--files", f"{url}/orders-0/{log.name}")
+        here = run("dump", "--deep-iteration", "--files", str(log))
+        assert remote == tuple(same(x, local, url) if isinstance(x, str) else x for x in here)
+    finally:
+        fs.rm(url, recursive=True)
