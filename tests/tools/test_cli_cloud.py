@@ -78,7 +78,7 @@ def test_verify_and_stat_on_s3_match_local(s3, store):
     assert remote == json.loads(same(out, store, URL))
     assert remote["ok"] and remote["path"] == URL
     assert remote["segments"][0]["path"].startswith(URL + "/orders-0/")
-    for argv in (["stat"], ["stat", "--shallow"], ["verify"], ["verify", "--warnings"]):
+    for argv in (["stat"], ["stat", "--shallow"], ["stat", "--json"], ["verify"], ["verify", "--warnings"]):
         for sub in ("", "/orders-0", "/orders-0/00000000000000000000.log"):
             status, remote_text, remote_err = run(*argv, URL + sub)
             local_status, local_text, local_err = run(*argv, str(store) + sub)
