@@ -58,6 +58,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 from .durable import write_atomically
 from .errors import CorruptCheckpointError
+from .remote import is_remote
 
 # File names (Kafka's LogManager, LogCleanerManager, ReplicaManager, LeaderEpochCheckpointFile,
 # PartitionMetadataFile).
@@ -109,7 +110,7 @@ class _Line(NamedTuple):
     text: str
 
 
-def _split_lines(data: bytes, path: Path) -> list[_Line]:
+def _split_lines(data: bytes, path: str) -> list[_Line]:
     """The lines of ``data`` as ``BufferedReader.readLine`` returns them, decoded as UTF-8."""
     # (end of the line's text, start of the next line) for each line.
     spans = [(m.start(), m.end()) for m in _LINE_BREAK.finditer(data)]
@@ -127,7 +128,7 @@ def _split_lines(data: bytes, path: Path) -> list[_Line]:
     return lines
 
 
-def _corrupt(path: Path, number: int, position: int, reason: str) -> CorruptCheckpointError:
+def _corrupt(path: str, number: int, position: int, reason: str) -> CorruptCheckpointError:
     return CorruptCheckpointError(f"line {number}: {reason}", file=str(path), position=position)
 
 
@@ -141,7 +142,7 @@ def _java_split(text: str, pattern: re.Pattern[str]) -> list[str]:
     return fields
 
 
-def _parse_int(path: Path, line: _Line, text: str, bounds: tuple[int, int], what: str) -> int:
+def _parse_int(path: str, line: _Line, text: str, bounds: tuple[int, int], what: str) -> int:
     """Java's ``Integer.parseInt`` / ``Long.parseLong`` of ``text`` (a field of ``line``)."""
     if not _JAVA_INTEGER.fullmatch(text):
         raise _corrupt(path, line.number, line.position, f"{what} {text!r} is not a decimal integer")
@@ -182,6 +183,9 @@ class _TextFile:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self._path = Path(path)
+        # How errors name the file: a URL as given (pathlib would fold its "//"), a local path
+        # as pathlib prints it.
+        self._name = os.fspath(path) if is_remote(path) else str(self._path)
         self._lock = threading.Lock()
 
     @property
@@ -223,7 +227,7 @@ class _CheckpointFile(_TextFile, ABC, Generic[_T]):
         return self._parse_bytes(data)
 
     def _parse_bytes(self, data: bytes) -> list[_T]:
-        path = self._path
+        path = self._name
         lines = _split_lines(data, path)
         if not lines:  # CheckpointReadBuffer: no version line -> no entries (a 0-byte file)
             return []
@@ -316,12 +320,12 @@ class OffsetCheckpointFile(_CheckpointFile[tuple[tuple[str, int], int]]):
         topic, partition_text, offset_text = fields
         if not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
             raise _corrupt(
-                self._path, line.number, line.position, f"illegal topic name {topic!r}: Kafka allows [a-zA-Z0-9._-]"
+                self._name, line.number, line.position, f"illegal topic name {topic!r}: Kafka allows [a-zA-Z0-9._-]"
             )
-        partition = _parse_int(self._path, line, partition_text, _INT32, "partition")
+        partition = _parse_int(self._name, line, partition_text, _INT32, "partition")
         if partition < 0:
-            raise _corrupt(self._path, line.number, line.position, f"negative partition {partition}")
-        offset = _parse_int(self._path, line, offset_text, _INT64, "offset")
+            raise _corrupt(self._name, line.number, line.position, f"negative partition {partition}")
+        offset = _parse_int(self._name, line, offset_text, _INT64, "offset")
         return (topic, partition), offset
 
     def _format(self, entry: tuple[tuple[str, int], int]) -> str:
@@ -356,6 +360,11 @@ class LeaderEpochCheckpointFile(_CheckpointFile[EpochEntry]):
         """
         return self._read_entries()
 
+    def parse(self, data: bytes) -> list[EpochEntry]:
+        """The entries in ``data``, this file's content read by other means (a copy on a remote
+        filesystem); raises as :meth:`read` does, naming this file."""
+        return self._parse_bytes(data)
+
     def write(self, entries: Iterable[EpochEntry]) -> None:
         """Replace the file atomically with ``entries``, in order.
 
@@ -371,12 +380,12 @@ class LeaderEpochCheckpointFile(_CheckpointFile[EpochEntry]):
         self._write_entries(checked)
 
     def _parse(self, line: _Line, fields: list[str]) -> EpochEntry:
-        epoch = _parse_int(self._path, line, fields[0], _INT32, "leader epoch")
-        start_offset = _parse_int(self._path, line, fields[1], _INT64, "start offset")
+        epoch = _parse_int(self._name, line, fields[0], _INT32, "leader epoch")
+        start_offset = _parse_int(self._name, line, fields[1], _INT64, "start offset")
         # LeaderEpochFileCache.assign: "Received invalid partition leader epoch entry".
         if epoch < 0 or start_offset < 0:
             raise _corrupt(
-                self._path, line.number, line.position, f"negative leader epoch entry ({epoch}, {start_offset})"
+                self._name, line.number, line.position, f"negative leader epoch entry ({epoch}, {start_offset})"
             )
         return EpochEntry(epoch, start_offset)
 
@@ -439,8 +448,13 @@ class PartitionMetadataFile(_TextFile):
             data = self._path.read_bytes()
         return self._parse(data)
 
+    def parse(self, data: bytes) -> str:
+        """The topic id in ``data``, this file's content read by other means (a copy on a remote
+        filesystem); raises as :meth:`read` does, naming this file."""
+        return self._parse(data)
+
     def _parse(self, data: bytes) -> str:
-        path = self._path
+        path = self._name
         lines = _split_lines(data, path)
         if not lines:
             raise _corrupt(path, 1, 0, "empty file: expected 'version: 0'")
@@ -470,7 +484,7 @@ class PartitionMetadataFile(_TextFile):
     def _value(self, line: _Line, key: str) -> str:
         parts = _java_split(line.text, _METADATA_SEPARATOR)
         if len(parts) != 2 or parts[0] != key:
-            raise _corrupt(self._path, line.number, line.position, f"expected '{key}: <value>', found {line.text!r}")
+            raise _corrupt(self._name, line.number, line.position, f"expected '{key}: <value>', found {line.text!r}")
         return parts[1]
 
     def write(self, topic_id: str) -> None:

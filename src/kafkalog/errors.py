@@ -28,6 +28,7 @@ __all__ = [
     "LogCleaningAbortedError",
     "ConversionError",
     "ReadOnlyLogError",
+    "RemoteReadError",
 ]
 
 
@@ -161,3 +162,9 @@ class ConversionError(KafkalogError, ValueError):
 class ReadOnlyLogError(LogClosedError):
     """A change asked of a log opened read-only (``Log.open(..., read_only=True)``): appends,
     rolls, flushes, truncation, retention deletes, cleaning and checkpoint writes are refused."""
+
+
+class RemoteReadError(KafkalogError, OSError):
+    """Reading a file on a remote filesystem failed (network, permissions, throttling): the
+    request, not the bytes, is at fault. Also an ``OSError``, as a failed local read is, so
+    that checkers report it as an unreadable file rather than as corruption at that position."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import InvalidConfigError, KafkalogError
@@ -160,29 +161,40 @@ def segment_base_offset(path: str | os.PathLike) -> int:
         ) from None
 
 
+def segment_log_names(names: Iterable[str]) -> list[str]:
+    """The ``<20 digits>.log`` names among ``names`` (a directory's files), by base offset."""
+    logs = []
+    for name in names:
+        m = SEGMENT_FILE.match(name)
+        if m and m.group(2) == "log":
+            logs.append((int(m.group(1)), name))
+    return [name for _, name in sorted(logs)]
+
+
 def segment_logs(directory: str | os.PathLike) -> list[Path]:
     """The ``<20 digits>.log`` files of a partition directory, by base offset."""
     directory = Path(directory)
-    logs = []
     with os.scandir(directory) as entries:
-        for e in entries:
-            m = SEGMENT_FILE.match(e.name)
-            if m and m.group(2) == "log" and e.is_file():
-                logs.append((int(m.group(1)), directory / e.name))
-    return [p for _, p in sorted(logs)]
+        names = [e.name for e in entries if SEGMENT_FILE.match(e.name) and e.is_file()]
+    return [directory / name for name in segment_log_names(names)]
+
+
+def partition_dir_names(names: Iterable[str]) -> list[str]:
+    """The names of partition directories (``<topic>-<partition>``, and ``-future`` ones being
+    moved) among ``names`` (a log directory's directories), sorted."""
+    found = []
+    for name in names:
+        special = SPECIAL_DIR.match(name)
+        if (special and special["kind"] == "future") or (not special and PARTITION_DIR.match(name)):
+            found.append(name)
+    return sorted(found)
 
 
 def find_partition_dirs(log_dir: str | os.PathLike) -> list[Path]:
     """The partition directories (``<topic>-<partition>``, and ``-future`` ones being moved)
     of a log directory, by name."""
     log_dir = Path(log_dir)
-    found = []
     with os.scandir(log_dir) as entries:
-        for e in entries:
-            if not e.is_dir():
-                continue
-            special = SPECIAL_DIR.match(e.name)
-            if (special and special["kind"] == "future") or (not special and PARTITION_DIR.match(e.name)):
-                found.append(log_dir / e.name)
-    return sorted(found)
+        names = [e.name for e in entries if e.is_dir()]
+    return [log_dir / name for name in partition_dir_names(names)]
 

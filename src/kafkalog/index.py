@@ -164,6 +164,7 @@ class _Index(ABC, Generic[_Entry]):
         self._writable = writable
         self._live = False  # read-only, cut to the live entries (see read_live)
         self._remote: tuple[Storage, str] | None = None  # read_live of a remote file: (storage, URL)
+        self._given: bytes | None = None  # from_bytes: the file's content, read by the caller
         self._opened = False
         self._closed = False
         self._fd: int | None = None
@@ -193,6 +194,16 @@ class _Index(ABC, Generic[_Entry]):
         if remote:
             index._remote = (storage or Storage.for_path(path), os.fspath(path))
         index._live = True
+        index._ensure()
+        return index
+
+    @classmethod
+    def from_bytes(cls: type[_IndexT], data: bytes, base_offset: int, *, path: str | os.PathLike) -> _IndexT:
+        """A read-only index holding the whole entries of ``data``: an index file's content
+        read by other means (a remote file fetched in one request), as ``writable=False`` would
+        read ``path`` (its zero tail kept: Kafka counts entries from the length)."""
+        index = cls(path, base_offset, writable=False)
+        index._given = bytes(data)
         index._ensure()
         return index
 
@@ -255,7 +266,9 @@ class _Index(ABC, Generic[_Entry]):
         with pread and close it at once; never map it (module docstring: SIGBUS)."""
         size = self.entry_size
         data = b""
-        if self._remote is not None:
+        if self._given is not None:
+            data, self._given = self._given, None
+        elif self._remote is not None:
             storage, url = self._remote
             try:
                 data = storage.read_bytes(url)

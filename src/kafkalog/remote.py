@@ -33,7 +33,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidConfigError, KafkalogError, LogClosedError
+from .errors import InvalidConfigError, LogClosedError, RemoteReadError
 
 #: ``scheme://`` at the start of a URL.
 _URL = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -41,7 +41,7 @@ _URL = re.compile(r"^(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*)://")
 _ALIASES = {"s3a": "s3", "s3n": "s3"}
 #: Default read-ahead of a remote read: also the largest batch run the reader decodes at once.
 DEFAULT_BLOCK_SIZE = 16 << 20
-#: Read-ahead for scattered header reads (planning on the driver, the CLI's dump and verify).
+#: Read-ahead for scattered header reads (planning on the driver, the CLI's look at a first batch).
 SMALL_BLOCK_SIZE = 16 << 10
 #: Blocks a RangeReader keeps: the one being read and the one before (a batch across the edge).
 _CACHE_BLOCKS = 2
@@ -164,24 +164,42 @@ class Storage:
 
     # -- listing -------------------------------------------------------------------------------
 
+    def listing(self, path: str) -> tuple[dict[str, int], list[str]]:
+        """What directory ``path`` holds: its files (name -> size) and the names of its
+        directories (an object store's common prefixes), sorted; one request on an object store.
+
+        Raises:
+            FileNotFoundError: no such directory.
+            NotADirectoryError: ``path`` is a file.
+        """
+        files: dict[str, int] = {}
+        dirs: list[str] = []
+        if self.is_local:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file():
+                            files[entry.name] = entry.stat().st_size
+                        elif entry.is_dir():
+                            dirs.append(entry.name)
+                    except FileNotFoundError:
+                        continue  # deleted while listed
+            return files, sorted(dirs)
+        for e in self._ls(path):
+            name = posixpath.basename(e["name"].rstrip("/"))
+            if e.get("type") == "directory":
+                dirs.append(name)
+            else:
+                files[name] = int(e.get("size") or 0)
+        return files, sorted(dirs)
+
     def list_files(self, path: str) -> dict[str, int]:
         """The files directly in directory ``path``: name -> size (directories left out).
 
         Raises:
             FileNotFoundError: no such directory.
         """
-        if self.is_local:
-            out = {}
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_file():
-                            out[entry.name] = entry.stat().st_size
-                    except FileNotFoundError:
-                        continue  # deleted while listed
-            return out
-        return {posixpath.basename(e["name"].rstrip("/")): int(e.get("size") or 0)
-                for e in self._ls(path) if e.get("type") != "directory"}
+        return self.listing(path)[0]
 
     def list_dirs(self, path: str) -> list[str]:
         """The names of the directories directly in ``path`` (an object store's common prefixes).
@@ -189,10 +207,7 @@ class Storage:
         Raises:
             FileNotFoundError: no such directory.
         """
-        if self.is_local:
-            with os.scandir(path) as entries:
-                return sorted(e.name for e in entries if e.is_dir())
-        return sorted(posixpath.basename(e["name"].rstrip("/")) for e in self._ls(path) if e.get("type") == "directory")
+        return self.listing(path)[1]
 
     def _ls(self, path: str) -> list[dict[str, Any]]:
         key = self._key(path)
@@ -444,7 +459,7 @@ class RangeReader:
         except FileNotFoundError:
             raise
         except OSError as e:
-            raise KafkalogError(f"reading bytes [{start}, {end}) failed: {e}", file=self.path, position=start) from e
+            raise RemoteReadError(f"reading bytes [{start}, {end}) failed: {e}", file=self.path, position=start) from e
         self.requests += 1
         self.bytes_fetched += len(data)
         return data

@@ -104,10 +104,14 @@ def test_spark_verify_on_s3(spark, s3, big):
     import kafkalog.spark
 
     s3.put_dir(big, "s3://sparkcloud/verify")
+    s3.clear()
     df = kafkalog.spark.verify(spark, "s3://sparkcloud/verify", storage_options=s3.options)
     result = df.collect()
     assert result and all(r.ok for r in result), [r.problems for r in result if not r.ok]
     assert sum(r.records for r in result) == 15000
+    # the executors read each segment in place, once: nothing downloaded, nothing written
+    assert s3.bytes_got(".log") <= 1.1 * sum(p.stat().st_size for p in big.rglob("*.log"))
+    assert {r.method for r in s3.log} <= {"GET", "HEAD"}
 
 
 def test_spark_path_errors(spark, s3, tmp_path):

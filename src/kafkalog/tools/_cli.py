@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import io
 import os
@@ -11,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import DEFAULT_DEDUPE_BUFFER_SIZE, KafkalogError, OffsetMap, __version__, core_name, is_remote
+from .. import DEFAULT_DEDUPE_BUFFER_SIZE, KafkalogError, OffsetMap, __version__, core_name
 from ._commands import (
     _run_convert,
     _run_rebuild,
@@ -33,7 +32,6 @@ from ._decoders import (
     _TransactionLogParser,
 )
 from ._demo import _run_demo
-from ._cloud import local_view, relabel
 from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
 from ._groups import _run_groups
@@ -492,36 +490,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
     def run(out: IO[str], err: IO[str]) -> int:
         if options is None:
             return _run_tool(args, out, err)
-        if not any(is_remote(f) for f in options.files):
-            output = (_JsonOutput if args.json else _TextOutput)(out, err)
-            return _Dump(options, output).run()  # type: ignore[arg-type]
-        with contextlib.ExitStack() as stack:  # remote files: dumped from local copies, named as given
-            try:
-                views = [stack.enter_context(local_view(f)) for f in options.files]
-            except (KafkalogError, OSError) as e:
-                err.write(f"kafkalog dump: {e}\n")
-                return 1
-            out, err = _Relabelled(out, views), _Relabelled(err, views)
-            output = (_JsonOutput if args.json else _TextOutput)(out, err)
-            local = options._replace(files=[v[0] for v in views])
-            return _Dump(local, output).run()  # type: ignore[arg-type]
+        output = (_JsonOutput if args.json else _TextOutput)(out, err)
+        return _Dump(options, output).run()  # type: ignore[arg-type]
 
     return _guarded(f"kafkalog {args.command}", run, stdout, stderr)
-
-
-class _Relabelled:
-    """A text stream naming local copies of remote files by their remote paths."""
-
-    def __init__(self, stream: IO[str], views: list[tuple[str, str]]) -> None:
-        self._stream, self._views = stream, views
-
-    def write(self, text: str) -> int:
-        for local, url in self._views:
-            text = relabel(text, local, url)
-        return self._stream.write(text)
-
-    def __getattr__(self, name: str):
-        return getattr(self._stream, name)
 
 
 def _summary_mode(argv: list[str]) -> bool:

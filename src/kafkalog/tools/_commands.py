@@ -13,8 +13,8 @@ from pathlib import Path
 
 from .. import TMP_SUFFIX, Log, LogConfig, plan_partition_retention
 from ..errors import KafkalogError
-from ._cloud import local_view, relabel
 from ._convert import convert_path
+from ._files import Location
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import _destination, salvage_segment
@@ -25,25 +25,32 @@ from ._verify_report import MAX_PROBLEMS_PER_KIND
 from ._verify_report import SegmentReport as VerifySegmentReport
 
 
+def _named(path: str, where: Location) -> str:
+    """How a run names the path it was given: a URL normalised (as its reports name the files),
+    a local path as typed."""
+    return str(where) if where.is_remote or path.startswith("file://") else path
+
+
 def _run_verify(tool: _Tool) -> None:
     a = tool.args
     for path in a.paths:
 
         def one(path: str = path) -> None:
-            with local_view(path) as (local, _):
-                shown(path, local)
+            where = Location.of(path)  # a URL is read in place; its listings serve both calls
+            shown(_named(path, where), where)
 
-        def shown(path: str, local: str) -> None:
-            bar = tool.progress(total_log_bytes(local), "verify")
+        def shown(path: str, where: Location) -> None:
+            is_dir = where.is_dir()  # how reports name files: relative to a directory, or a file's
+            bar = tool.progress(total_log_bytes(where), "verify")
             try:
-                report = verify_path(local, deep=a.deep, progress=bar)
+                report = verify_path(where, deep=a.deep, progress=bar)
             finally:
                 bar.close()
             bad = not report.ok or (a.strict and report.warnings > 0)
             if bad:
                 tool.status = 1
             if a.json:
-                tool.json(relabel(report.to_dict(), local, path))
+                tool.json(report.to_dict())
                 return
             if report.segments and not a.quiet:
                 rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
@@ -57,7 +64,7 @@ def _run_verify(tool: _Tool) -> None:
                     )
                     offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
                     rows.append([
-                        _display(s.path, local), str(s.batches), str(s.records), offsets, str(s.size),
+                        _display(s.path, path, is_dir), str(s.batches), str(s.records), offsets, str(s.size),
                         str(s.valid_bytes), status,
                     ])
                 for line in _table(rows, {1, 2, 4, 5}):
@@ -66,8 +73,8 @@ def _run_verify(tool: _Tool) -> None:
             if problems:
                 if report.segments and not a.quiet:
                     tool.print()
-                for line in _problem_lines(problems, local):
-                    tool.print(relabel(line, local, path))
+                for line in _problem_lines(problems, path, is_dir):
+                    tool.print(line)
             hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
             capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
             tool.print(
@@ -84,13 +91,14 @@ def _run_stat(tool: _Tool) -> None:
     for path in a.paths:
 
         def one(path: str = path) -> None:
-            with local_view(path) as (local, _):
-                shown(path, local)
+            where = Location.of(path)
+            shown(_named(path, where), where)
 
-        def shown(path: str, local: str) -> None:
-            bar = tool.progress(total_log_bytes(local), "stat")
+        def shown(path: str, where: Location) -> None:
+            is_dir = where.is_dir()
+            bar = tool.progress(total_log_bytes(where), "stat")
             try:
-                report = verify_path(local, deep=not a.shallow, progress=bar)
+                report = verify_path(where, deep=not a.shallow, progress=bar)
             finally:
                 bar.close()
             if not report.segments:
@@ -101,7 +109,7 @@ def _run_stat(tool: _Tool) -> None:
                     f"(kafkalog verify {path} lists them)"
                 )
             if a.json:
-                out = relabel(report.to_dict(), local, path)
+                out = report.to_dict()
                 out["totals"] = _stat_totals(report.segments, not a.shallow)
                 tool.json(out)
                 return
@@ -110,7 +118,7 @@ def _run_stat(tool: _Tool) -> None:
                 "last timestamp", "magic", "codecs", "producers",
             ]]
             for s in report.segments:
-                rows.append(_stat_row(_display(s.path, local), s.first_offset, s.last_offset, s.records, s.tombstones,
+                rows.append(_stat_row(_display(s.path, path, is_dir), s.first_offset, s.last_offset, s.records, s.tombstones,
                                       s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
                                       len(s.producer_ids)))
             totals = _stat_totals(report.segments, not a.shallow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 import struct
 from typing import NamedTuple
@@ -21,9 +22,11 @@ from .. import (
     RecordBatch,
     TimeIndex,
     decode_snapshot,
+    is_remote,
     next_valid_batch,
+    normalize_path,
 )
-from ..errors import KafkalogError
+from ..errors import KafkalogError, RemoteReadError
 from ..protocol import (
     KRAFT_CONTROL_RECORDS,
     MessageReader,
@@ -33,6 +36,7 @@ from ..protocol import (
 )
 from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
+from ._files import Location
 from ._jvm import (
     _BOOTSTRAP_SNAPSHOT,
     _CODEC_NAMES,
@@ -73,6 +77,8 @@ _EXPECTED_NAMES = {
     "timeIndex": "<offset>.timeindex",
     "transactionIndex": "<offset>.txnindex",
 }
+#: Read-ahead of the ``.log`` lookups an index dump makes (entry by entry, mostly forward).
+_LOOKUP_BLOCK = 1 << 20
 
 
 class _Dump:
@@ -82,6 +88,22 @@ class _Dump:
         self.o = options
         self.out = out
         self.failed = False
+        self._dirs: dict[str, Location] = {}  # a remote directory: its listing serves its files
+
+    def _at(self, display: str) -> Location:
+        """The file ``display`` names, where it is: a local path as given, a URL read in place
+        (the files of one remote directory share its listing)."""
+        if not is_remote(display):
+            return Location(display)
+        parent = posixpath.dirname(display)
+        if parent not in self._dirs:
+            self._dirs[parent] = Location.of(parent)
+        return self._dirs[parent] / posixpath.basename(display)
+
+    @staticmethod
+    def _abs(display: str) -> str:
+        """How Kafka's reports name the file: absolute (a URL is)."""
+        return display if is_remote(display) else _absolute(display)
 
     def run(self) -> int:
         try:
@@ -94,7 +116,14 @@ class _Dump:
     # -- dispatch ----------------------------------------------------------------------------------
 
     def _file(self, arg: str) -> None:
-        display = _java_path(arg)
+        if is_remote(arg) or arg.startswith("file://"):  # file://: a local path, named as one
+            try:
+                display = normalize_path(arg)
+            except KafkalogError as e:
+                self._fail(arg, e.reason)
+                return
+        else:
+            display = _java_path(arg)
         name = display.rsplit("/", 1)[-1]
         dot = name.rfind(".")
         suffix = name[dot:] if dot >= 0 else None
@@ -123,7 +152,7 @@ class _Dump:
             self._fail(display, f"not a Kafka file name: expected {_EXPECTED_NAMES[kind]}")
             return
         self.out.dumping(display, kind, **info)
-        problem = _unreadable(display)
+        problem = _unreadable(self._at(display))
         if problem is not None:
             self._fail(display, problem)
             return
@@ -131,6 +160,8 @@ class _Dump:
             handler(display, name, info)
         except BrokenPipeError:
             raise
+        except RemoteReadError as e:  # a request failed: where, and why
+            self._fail(display, f"position {e.position}: {e.reason}" if e.position is not None else e.reason)
         except OSError as e:
             self._fail(display, e.strerror or str(e))
         except KafkalogError as e:
@@ -158,7 +189,7 @@ class _Dump:
     def _base_from_first_batch(self, display: str) -> dict | None:
         """A ``.log`` not named ``<offset>.log`` (``salvage`` output, say; Kafka's tool refuses
         it): its first batch's base offset, with a note on stderr; None when it has no valid batch."""
-        base = first_batch_base(display)
+        base = first_batch_base(self._at(display))
         if base is None:
             return None
         self.out.stderr(
@@ -183,10 +214,13 @@ class _Dump:
         for old, new in self.o.deprecations:
             self.out.deprecated_decoder(old, new)
         self.out.log_header(info)
-        abs_path = _absolute(display)
+        abs_path = self._abs(display)
         max_bytes = self.o.max_bytes
         limited = max_bytes is not None
-        with FileRecords.open(display) as fr:
+        where = self._at(display)
+        # Remote: read ahead in bounded blocks, never past the bytes dumped (--max-bytes).
+        window = None if not where.is_remote else where.size() if max_bytes is None else min(where.size(), max_bytes)
+        with where.open_records(end=window) as fr:
             end = fr.size_in_bytes if max_bytes is None else min(fr.size_in_bytes, max_bytes)
             state = _LogState(abs_path)
             pos = 0
@@ -199,6 +233,8 @@ class _Dump:
                         batch = next(it)
                     except StopIteration:
                         break
+                    except RemoteReadError:
+                        raise  # the read failed, not the bytes: not a finding about them
                     except KafkalogError as e:
                         failure = e.reason
                         break
@@ -233,6 +269,8 @@ class _Dump:
             return
         try:
             valid = batch.compute_crc() == batch.crc
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._error(display, name, position, e.reason)
             return
@@ -241,6 +279,8 @@ class _Dump:
         if self.o.deep:
             try:
                 records = batch.records()
+            except RemoteReadError:
+                raise  # the read failed, not the bytes: not a finding about them
             except KafkalogError as e:
                 failure = e
         # A v0/v1 wrapper's base offset is its first inner offset: known once it is decoded.
@@ -288,23 +328,24 @@ class _Dump:
 
     def _offset_index(self, display: str, name: str, info: dict) -> None:
         base = info["baseOffset"]
-        length = os.stat(display).st_size
+        data = self._at(display).read_bytes()  # one request when remote
+        length = len(data)
         entries = length // OffsetIndex.DTYPE.itemsize
         if entries == 0:
             self.out.index_empty(display)
             return
-        index = OffsetIndex(display, base, writable=False)
+        index = OffsetIndex.from_bytes(data, base, path=display)
         try:
             if self.o.sanity_only:
-                self._sanity(display, _offset_index_problem(index, _absolute(display), length))
+                self._sanity(display, _offset_index_problem(index, self._abs(display), length))
                 return
             log_display = _sibling(display, name, ".log")
-            problem = _unreadable(log_display)
+            problem = _unreadable(self._at(log_display))
             if problem is not None:
                 self._fail(display, f"cannot verify against {log_display}: {problem}")
                 return
-            abs_path = _absolute(display)
-            with FileRecords.open(log_display) as fr:
+            abs_path = self._abs(display)
+            with self._at(log_display).open_records(block_size=_LOOKUP_BLOCK) as fr:
                 log_name = log_display.rsplit("/", 1)[-1]
                 for i in range(entries):
                     entry = index.entry(i)
@@ -329,6 +370,8 @@ class _Dump:
             return None
         try:
             batch = next(fr.slice(position, self.o.max_message_size).batches(), None)
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._error(display, log_name, position, f"index entry {i}: {e.reason}")
             return None
@@ -347,25 +390,26 @@ class _Dump:
 
     def _time_index(self, display: str, name: str, info: dict) -> None:
         base = info["baseOffset"]
-        length = os.stat(display).st_size
+        data = self._at(display).read_bytes()
+        length = len(data)
         entries = length // TimeIndex.DTYPE.itemsize
-        tindex = TimeIndex(display, base, writable=False)
+        tindex = TimeIndex.from_bytes(data, base, path=display)
         try:
             if self.o.sanity_only:
-                self._sanity(display, _time_index_problem(tindex, _absolute(display), length))
+                self._sanity(display, _time_index_problem(tindex, self._abs(display), length))
                 return
             if entries == 0:
                 return
             log_display = _sibling(display, name, ".log")
             index_display = _sibling(display, name, ".index")
             for needed in (log_display, index_display):
-                problem = _unreadable(needed)
+                problem = _unreadable(self._at(needed))
                 if problem is not None:
                     self._fail(display, f"cannot verify against {needed}: {problem}")
                     return
-            oindex = OffsetIndex(index_display, base, writable=False)
+            oindex = OffsetIndex.from_bytes(self._at(index_display).read_bytes(), base, path=index_display)
             try:
-                with FileRecords.open(log_display) as fr:
+                with self._at(log_display).open_records(block_size=_LOOKUP_BLOCK) as fr:
                     self._time_entries(display, log_display.rsplit("/", 1)[-1], tindex, oindex, fr, entries)
             finally:
                 oindex.close()
@@ -375,7 +419,7 @@ class _Dump:
     def _time_entries(
         self, display: str, log_name: str, tindex: TimeIndex, oindex: OffsetIndex, fr: FileRecords, entries: int
     ) -> None:
-        abs_path = _absolute(display)
+        abs_path = self._abs(display)
         previous = -1  # RecordBatch.NO_TIMESTAMP
         for i in range(entries):
             timestamp, offset = tindex.entry(i)
@@ -392,6 +436,8 @@ class _Dump:
                     try:
                         max_ts = max((r.timestamp for r in found.records()), default=-1)
                         max_ts = max(max_ts, -1)
+                    except RemoteReadError:
+                        raise  # the read failed, not the bytes: not a finding about them
                     except KafkalogError as e:
                         self._error(display, log_name, found.position, e.reason)
                     else:
@@ -414,6 +460,8 @@ class _Dump:
             for batch in fr.slice(position).batches():
                 if batch.last_offset >= offset:
                     return batch
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._error(display, log_name, e.position, f"looking for offset {offset}: {e.reason}")
             return False
@@ -424,30 +472,25 @@ class _Dump:
     def _txn_index(self, display: str, name: str, info: dict) -> None:
         entry = TXN_INDEX_ENTRY
         position = 0
-        with open(display, "rb") as f:
-            while True:
-                block = f.read(entry.size * 4096)
-                whole = len(block) - len(block) % entry.size
-                for fields in entry.iter_unpack(block[:whole]):
-                    if fields[0] > TXN_INDEX_VERSION:  # AbortedTxn.CURRENT_VERSION
-                        self._error(
-                            display,
-                            name,
-                            position,
-                            f"Unexpected aborted transaction version {fields[0]} in transaction index "
-                            f"{_absolute(display)}, current version is 0",
-                        )
-                        return
-                    self.out.aborted_txn(display, fields)
-                    position += entry.size
-                if len(block) < entry.size * 4096:
-                    return  # a partial last entry is ignored, as Kafka's iterator does
+        data = self._at(display).read_bytes()
+        whole = len(data) - len(data) % entry.size  # a partial last entry is ignored, as Kafka's iterator does
+        for fields in entry.iter_unpack(memoryview(data)[:whole]):
+            if fields[0] > TXN_INDEX_VERSION:  # AbortedTxn.CURRENT_VERSION
+                self._error(
+                    display,
+                    name,
+                    position,
+                    f"Unexpected aborted transaction version {fields[0]} in transaction index "
+                    f"{self._abs(display)}, current version is 0",
+                )
+                return
+            self.out.aborted_txn(display, fields)
+            position += entry.size
 
     # -- producer .snapshot --------------------------------------------------------------------------
 
     def _producer_snapshot(self, display: str, name: str, info: dict) -> None:
-        with open(display, "rb") as f:
-            data = f.read()
+        data = self._at(display).read_bytes()
         problem = _kafka_snapshot_problem(data)
         if problem is None:
             try:
@@ -465,7 +508,7 @@ class _Dump:
 
     def _offset_checkpoint(self, display: str, name: str, info: dict) -> None:
         try:
-            offsets = OffsetCheckpointFile(display).read()
+            offsets = OffsetCheckpointFile(display).parse(self._at(display).read_bytes())
         except KafkalogError as e:
             self._error(display, name, e.position, e.reason)
             return
@@ -474,7 +517,7 @@ class _Dump:
 
     def _leader_epoch_checkpoint(self, display: str, name: str, info: dict) -> None:
         try:
-            entries = LeaderEpochCheckpointFile(display).read()
+            entries = LeaderEpochCheckpointFile(display).parse(self._at(display).read_bytes())
         except KafkalogError as e:
             self._error(display, name, e.position, e.reason)
             return
@@ -536,8 +579,13 @@ def _sibling(display: str, name: str, suffix: str) -> str:
     return f"{parent}/{stem}" if parent or display.startswith("/") else stem
 
 
-def _unreadable(path: str) -> str | None:
-    """Why ``path`` cannot be dumped (missing, a directory, not readable), or None."""
+def _unreadable(where: Location) -> str | None:
+    """Why ``where`` cannot be dumped (missing, a directory, not readable), or None."""
+    if where.is_remote:  # what the listings say; a read that fails later is reported then
+        if where.is_file():
+            return None
+        return "Is a directory" if where.is_dir() else "No such file or directory"
+    path = str(where)
     try:
         st = os.stat(path)
     except OSError as e:

@@ -12,12 +12,13 @@ import argparse
 import datetime
 import json
 import os
+import posixpath
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from .. import find_partition_dirs, segment_logs
+from .. import find_partition_dirs, is_remote, segment_logs
 from ..errors import KafkalogError
 from ._progress import _ProgressBar
 from ._verify_report import Problem
@@ -43,8 +44,12 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     return out
 
 
-def _display(path: str, root: str) -> str:
-    """``path`` relative to what the user named (a directory, or a file's directory)."""
+def _display(path: str, root: str, root_is_dir: bool | None = None) -> str:
+    """``path`` relative to what the user named (a directory, or a file's directory);
+    ``root_is_dir`` says which for a URL (a local root is looked at)."""
+    if is_remote(root):
+        base = root if root_is_dir else posixpath.dirname(root)
+        return path[len(base) + 1:] if path.startswith(base + "/") else path
     base = root if os.path.isdir(root) else os.path.dirname(root) or "."
     try:
         rel = os.path.relpath(path, base)
@@ -96,9 +101,9 @@ class _Tool:
         return _ProgressBar(self.err, total, label)
 
 
-def _problem_lines(problems: Sequence[Problem], root: str) -> list[str]:
+def _problem_lines(problems: Sequence[Problem], root: str, root_is_dir: bool | None = None) -> list[str]:
     return [
-        f"{p.severity:<7}  {_display(p.path, root)}"
+        f"{p.severity:<7}  {_display(p.path, root, root_is_dir)}"
         + ("" if p.position is None else f" @{p.position}")
         + f"  {p.kind}  {p.message}"
         for p in problems

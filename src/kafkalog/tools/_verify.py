@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import (
     CLEANED_SUFFIX,
@@ -26,12 +28,11 @@ from .. import (
     OffsetCheckpointFile,
     PartitionMetadataFile,
     decode_snapshot,
-    find_partition_dirs,
     partition_of,
     segment_base_offset,
-    segment_logs,
 )
 from ..errors import CorruptCheckpointError, KafkalogError
+from ._files import Location
 from ._verify_report import _OFFSET_CHECKPOINTS, PartitionReport, Progress, SegmentReport, VerifyReport, _Problems
 from ._verify_segment import _Context, _run_scan, first_batch_base
 
@@ -39,14 +40,14 @@ from ._verify_segment import _Context, _run_scan, first_batch_base
 class _LogDirOffsets:
     """The log directory's offset checkpoints, parsed once (problems reported once)."""
 
-    def __init__(self, log_dir: Path, problems: _Problems) -> None:
+    def __init__(self, log_dir: Location, problems: _Problems) -> None:
         self.files: dict[str, dict[tuple[str, int], int]] = {}
         for name in _OFFSET_CHECKPOINTS:
             path = log_dir / name
             if not path.exists():
                 continue
             try:
-                self.files[name] = OffsetCheckpointFile(path).read()
+                self.files[name] = OffsetCheckpointFile(str(path)).parse(path.read_bytes())
             except CorruptCheckpointError as e:
                 problems.add(str(path), e.position, "checkpoint-parse", e.reason)
             except OSError as e:
@@ -58,9 +59,8 @@ class _LogDirOffsets:
         return self.files.get(name, {}).get(tp)
 
 
-def _leftovers(directory: Path, problems: _Problems) -> None:
-    with os.scandir(directory) as entries:
-        names = sorted(e.name for e in entries if e.is_file())
+def _leftovers(directory: Location, problems: _Problems) -> None:
+    names = sorted(directory.files())
     logs = {n for n in names if n.endswith(LOG_SUFFIX)}
     for name in names:
         path = str(directory / name)
@@ -79,9 +79,8 @@ def _leftovers(directory: Path, problems: _Problems) -> None:
                 problems.add(path, None, "orphan-index", "an index file without its .log; Kafka deletes it", "warning")
 
 
-def _snapshots(directory: Path, problems: _Problems, log_end: int | None) -> None:
-    with os.scandir(directory) as entries:
-        names = sorted(e.name for e in entries if e.is_file() and e.name.endswith(SNAPSHOT_SUFFIX))
+def _snapshots(directory: Location, problems: _Problems, log_end: int | None) -> None:
+    names = sorted(name for name in directory.files() if name.endswith(SNAPSHOT_SUFFIX))
     for name in names:
         path = directory / name
         m = SEGMENT_FILE.match(name)
@@ -104,12 +103,12 @@ def _snapshots(directory: Path, problems: _Problems, log_end: int | None) -> Non
             )
 
 
-def _epoch_context(directory: Path, problems: _Problems, ctx: _Context, log_start: int) -> None:
+def _epoch_context(directory: Location, problems: _Problems, ctx: _Context, log_start: int) -> None:
     path = directory / LEADER_EPOCH_CHECKPOINT
     if not path.exists():
         return
     try:
-        entries = LeaderEpochCheckpointFile(path).read()
+        entries = LeaderEpochCheckpointFile(str(path)).parse(path.read_bytes())
     except CorruptCheckpointError as e:
         problems.add(str(path), e.position, "checkpoint-parse", e.reason)
         return
@@ -130,25 +129,25 @@ def _epoch_context(directory: Path, problems: _Problems, ctx: _Context, log_star
 
 
 def _verify_partition(
-    directory: Path,
+    directory: Location,
     report: VerifyReport,
     problems: _Problems,
     offsets: _LogDirOffsets | None,
     deep: bool,
     progress: Progress | None,
 ) -> None:
-    tp = partition_of(directory)
-    logs = segment_logs(directory)
+    tp = partition_of(str(directory))
+    logs = directory.segment_logs()
     ctx = _Context()
     checkpointed_start = offsets.get(LOG_START_OFFSET_CHECKPOINT, tp) if offsets else None
-    first_base = segment_base_offset(logs[0]) if logs else (checkpointed_start or 0)
+    first_base = segment_base_offset(str(logs[0])) if logs else (checkpointed_start or 0)
     log_start = max(first_base, checkpointed_start or 0)
     ctx.log_start = log_start
     _epoch_context(directory, problems, ctx, log_start)
     metadata = directory / PARTITION_METADATA
     if metadata.exists():
         try:
-            PartitionMetadataFile(metadata).read()
+            PartitionMetadataFile(str(metadata)).parse(metadata.read_bytes())
         except CorruptCheckpointError as e:
             problems.add(str(metadata), e.position, "checkpoint-parse", e.reason)
         except OSError as e:
@@ -201,7 +200,7 @@ def _verify_partition(
 
 
 def _check_offsets(
-    directory: Path, offsets: _LogDirOffsets, tp: tuple[str, int], log_start: int, log_end: int, problems: _Problems
+    directory: Location, offsets: _LogDirOffsets, tp: tuple[str, int], log_start: int, log_end: int, problems: _Problems
 ) -> None:
     log_dir = directory.parent
     name = f"{tp[0]}-{tp[1]}"
@@ -233,27 +232,22 @@ def _check_offsets(
         )
 
 
-def _has_kafka_files(directory: Path) -> bool:
-    with os.scandir(directory) as entries:
-        for e in entries:
-            if not e.is_file():
-                continue
-            name = e.name
-            stem = name.split(".", 1)[0]
-            if stem.isdigit() and len(stem) == 20:
-                return True
-            if name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA):
-                return True
+def _has_kafka_files(directory: Location) -> bool:
+    for name in directory.files():
+        stem = name.split(".", 1)[0]
+        if stem.isdigit() and len(stem) == 20:
+            return True
+        if name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA):
+            return True
     return False
 
 
-def _leftover_dirs(log_dir: Path, problems: _Problems) -> None:
-    with os.scandir(log_dir) as entries:
-        for e in sorted(entries, key=lambda e: e.name):
-            m = SPECIAL_DIR.match(e.name)
-            if e.is_dir() and m and m["kind"] in ("delete", "stray"):
-                what = "a deleted partition waiting for removal" if m["kind"] == "delete" else "a stray partition the broker no longer hosts"
-                problems.add(str(log_dir / e.name), None, "leftover-file", what, "warning")
+def _leftover_dirs(log_dir: Location, problems: _Problems) -> None:
+    for name in log_dir.listing()[1]:
+        m = SPECIAL_DIR.match(name)
+        if m and m["kind"] in ("delete", "stray"):
+            what = "a deleted partition waiting for removal" if m["kind"] == "delete" else "a stray partition the broker no longer hosts"
+            problems.add(str(log_dir / name), None, "leftover-file", what, "warning")
 
 
 def _checkpoint_reader(name: str):
@@ -263,12 +257,12 @@ def _checkpoint_reader(name: str):
     return {LEADER_EPOCH_CHECKPOINT: LeaderEpochCheckpointFile, PARTITION_METADATA: PartitionMetadataFile}.get(name)
 
 
-def _verify_file(path: Path, report: VerifyReport, problems: _Problems, deep: bool, progress: Progress | None) -> None:
+def _verify_file(path: Location, report: VerifyReport, problems: _Problems, deep: bool, progress: Progress | None) -> None:
     name = path.name
     reader = _checkpoint_reader(name)
     if reader is not None:
         try:
-            reader(path).read()
+            reader(str(path)).parse(path.read_bytes())
         except CorruptCheckpointError as e:
             problems.add(str(path), e.position, "checkpoint-parse", e.reason)
         return
@@ -298,8 +292,16 @@ def _verify_file(path: Path, report: VerifyReport, problems: _Problems, deep: bo
     )
 
 
-def verify_path(path: str | os.PathLike, *, deep: bool = False, progress: Progress | None = None) -> VerifyReport:
-    """Check a file, a partition directory or a log directory, read-only.
+def verify_path(
+    path: str | os.PathLike | Location,
+    *,
+    deep: bool = False,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> VerifyReport:
+    """Check a file, a partition directory or a log directory, read-only, where it is: on the
+    local disk or on any filesystem fsspec knows (a URL: ``s3://...``, ``gs://...``), read in
+    place (listings, small files whole, ``.log`` files by ranged requests; nothing written).
 
     - a ``.log`` (or one of its index files): :func:`verify_segment`;
     - a snapshot, checkpoint or ``partition.metadata`` file: parsed;
@@ -313,25 +315,28 @@ def verify_path(path: str | os.PathLike, *, deep: bool = False, progress: Progre
         path: what to check.
         deep: decode every record.
         progress: told how many more bytes of ``.log`` data were read, about every MiB.
+        storage_options: fsspec's options (credentials, ``endpoint_url``, ...) for a URL.
 
     Returns:
-        The report.
+        The report; it names remote files by their URLs.
 
     Raises:
-        KafkalogError: a directory with no segments or partition directories, or a file of no
-            known kind.
-        OSError: ``path`` does not exist or cannot be read.
+        KafkalogError: a directory with no segments or partition directories, a file of no
+            known kind, or nothing at a URL.
+        OSError: a local ``path`` does not exist or cannot be read.
     """
-    path = Path(path)
+    path = Location.of(path, storage_options)
     report = VerifyReport(str(path))
     problems = _Problems(report.other)
     if not path.exists():
+        if path.is_remote:
+            raise KafkalogError("No such file or directory", file=str(path))
         raise FileNotFoundError(2, "No such file or directory", str(path))
     if path.is_file():
         _verify_file(path, report, problems, deep, progress)
     elif _has_kafka_files(path):
         parent_offsets = None
-        if partition_of(path) is not None and any((path.parent / n).exists() for n in _OFFSET_CHECKPOINTS):
+        if partition_of(str(path)) is not None and any((path.parent / n).exists() for n in _OFFSET_CHECKPOINTS):
             parent_offsets = _LogDirOffsets(path.parent, _Problems([]))  # the log dir's files: not reported here
         _verify_partition(path, report, problems, parent_offsets, deep, progress)
     else:
@@ -358,35 +363,38 @@ def verify_path(path: str | os.PathLike, *, deep: bool = False, progress: Progre
     return report
 
 
-def _partition_dirs(log_dir: Path) -> tuple[list[Path], list[Path]]:
+def _partition_dirs(log_dir: Location) -> tuple[list[Location], list[Location]]:
     """The partition directories of a log directory, and the directories named like one that
     are log directories themselves (no Kafka file, partition directories inside: a parent of
     log directories was named, and ``kafka-logs-1`` only looks like topic ``kafka-logs``)."""
     partitions, log_dirs = [], []
-    for d in find_partition_dirs(log_dir):
-        if not _has_kafka_files(d) and find_partition_dirs(d):
+    for d in log_dir.partition_dirs():
+        if not _has_kafka_files(d) and d.partition_dirs():
             log_dirs.append(d)
         else:
             partitions.append(d)
     return partitions, log_dirs
 
 
-def total_log_bytes(path: str | os.PathLike) -> int:
-    """The bytes of ``.log`` data :func:`verify_path` would read (for a progress bar's total)."""
-    path = Path(path)
+def total_log_bytes(path: str | os.PathLike | Location) -> int:
+    """The bytes of ``.log`` data :func:`verify_path` would read (for a progress bar's total;
+    from the listings when remote)."""
+    path = Location.of(path)
     if path.is_file():
         stem = path.name.split(".", 1)[0]
         log = path.with_name(stem + LOG_SUFFIX)
         try:
-            return log.stat().st_size if log.exists() else path.stat().st_size
+            return log.size() if log.exists() else path.size()
         except OSError:
             return 0
+    if path.is_remote and not path.exists():
+        return 0  # verify_path says what is missing
     dirs = [path] if _has_kafka_files(path) else _partition_dirs(path)[0]
     total = 0
     for d in dirs:
-        for log in segment_logs(d):
+        for log in d.segment_logs():
             try:
-                total += log.stat().st_size
+                total += log.size()
             except OSError:
                 pass
     return total

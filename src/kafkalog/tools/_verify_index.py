@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from .. import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, OffsetIndex, TimeIndex
+from ._files import Location
 from ._verify_report import _Problems
 
 # ------------------------------------------------------------------------------------------------
@@ -16,23 +14,12 @@ def _entries(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
 
 
-def _used_entries(path: Path, entry_size: int, length: int) -> int:
-    """Entries before the trailing run of all-zero entries (a preallocated, untrimmed index)."""
-    whole = length - length % entry_size
-    end = whole
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        while end > 0:
-            start = max(0, end - (64 << 10))
-            chunk = os.pread(fd, end - start, start)
-            stripped = chunk.rstrip(b"\x00")
-            if stripped:
-                last_byte = start + len(stripped)  # one past the last non-zero byte
-                return -(-last_byte // entry_size)
-            end = start
-    finally:
-        os.close(fd)
-    return 0
+def _used_entries(data: bytes, entry_size: int) -> int:
+    """Entries of an index file's content ``data`` before the trailing run of all-zero
+    entries (a preallocated, untrimmed index)."""
+    whole = len(data) - len(data) % entry_size
+    last_byte = len(data[:whole].rstrip(b"\x00"))  # one past the last non-zero byte
+    return -(-last_byte // entry_size)
 
 
 class _IndexCheck:
@@ -205,7 +192,7 @@ class _TimeIndexCheck(_IndexCheck):
             )
 
 
-def _read_txn_index(path: Path, problems: _Problems, base_offset: int) -> list[tuple[int, AbortedTxn]]:
+def _read_txn_index(path: Location, problems: _Problems, base_offset: int) -> list[tuple[int, AbortedTxn]]:
     """The entries of a ``.txnindex`` as (entry number, txn); malformed ones are reported."""
     data = path.read_bytes()
     name = str(path)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from .. import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     MAGIC_V2,
+    SMALL_BLOCK_SIZE,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     Compression,
@@ -24,12 +23,11 @@ from .. import (
     TimeIndex,
     TimestampType,
     all_zero,
-    is_remote,
     next_valid_batch,
     segment_base_offset,
 )
-from ..errors import CorruptRecordError, KafkalogError, TruncatedRecordError
-from ._cloud import local_view, relabel
+from ..errors import CorruptRecordError, KafkalogError, RemoteReadError, TruncatedRecordError
+from ._files import Location
 from ._jvm import _INT32_MAX
 from ._txn import TransactionTracker, TxnEnd
 from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
@@ -39,7 +37,7 @@ from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _P
 # One segment
 
 
-def _sibling(log_path: Path, suffix: str) -> Path:
+def _sibling(log_path: Location, suffix: str) -> Location:
     """``00..42.log[.swap]`` -> ``00..42<suffix>[.swap]``."""
     name = log_path.name
     i = name.find(LOG_SUFFIX)
@@ -48,20 +46,22 @@ def _sibling(log_path: Path, suffix: str) -> Path:
     return log_path.with_name(name[:i] + suffix + name[i + len(LOG_SUFFIX) :])
 
 
-def first_batch_base(path: str | os.PathLike) -> int | None:
+def first_batch_base(path: str | os.PathLike | Location) -> int | None:
     """The base offset of the first batch of a file, when its first batch is valid (None:
     empty, unreadable, or not a batch): the base offset of a segment not named after it, such
-    as ``salvage`` output written under another name."""
+    as ``salvage`` output written under another name. Only that batch is read."""
     try:
-        with FileRecords.open(path) as fr:
-            for batch in fr.batches(validate=True, strict=True):
-                return batch.base_offset
+        with Location.of(path).open_records(block_size=SMALL_BLOCK_SIZE) as fr:
+            batch = next(fr.batches(strict=True), None)
+            if batch is None:
+                return None
+            batch.ensure_valid()
+            return batch.base_offset
     except (KafkalogError, OSError):
         return None
-    return None
 
 
-def segment_base(log_path: Path) -> tuple[int, bool]:
+def segment_base(log_path: Location) -> tuple[int, bool]:
     """The base offset of a segment and whether its name gave it: ``<20 digits>.log`` names it,
     anything else takes the first batch's.
 
@@ -69,7 +69,7 @@ def segment_base(log_path: Path) -> tuple[int, bool]:
         KafkalogError: the name gives no offset and the file starts with no valid batch.
     """
     try:
-        return segment_base_offset(log_path), True
+        return segment_base_offset(str(log_path)), True
     except KafkalogError:
         base = first_batch_base(log_path)
         if base is None:
@@ -99,7 +99,7 @@ class _SegmentScan:
 
     def __init__(
         self,
-        log_path: Path,
+        log_path: Location,
         *,
         deep: bool,
         check_indexes: bool,
@@ -149,14 +149,15 @@ class _SegmentScan:
             )
             self.add(None, f"{prefix}-missing", f"no {label} ({path.name}); {consequence}", "warning")
             return None, 0, path
-        length = path.stat().st_size
+        data = path.read_bytes()  # one request when remote; an index is small
+        length = len(data)
         name = str(path)
         if length % entry_size:
             self.problems.add(
                 name, None, f"{prefix}-corrupt",
                 f"{length} bytes is not a whole number of {entry_size}-byte entries (Kafka rebuilds such an index)",
             )
-        used = _used_entries(path, entry_size, length)
+        used = _used_entries(data, entry_size)
         unused = length // entry_size - used
         if unused:
             self.problems.add(
@@ -165,7 +166,7 @@ class _SegmentScan:
                 f"(an active segment, or one a broker did not close cleanly)",
                 "warning",
             )
-        index = cls(path, self.base, writable=False)
+        index = cls.from_bytes(data, self.base, path=name)
         self.open_indexes.append(index)
         return index, used, path
 
@@ -195,7 +196,9 @@ class _SegmentScan:
             )
         if self.check_indexes:
             self.open_indexes_for_check()
-        fr = FileRecords.open(self.path)
+        # Remote: ranged requests of bounded blocks up to the listed size, the next one
+        # fetched while this one is checked; every byte is fetched once.
+        fr = self.path.open_records(end=self.path.size() if self.path.is_remote else None)
         try:
             size = fr.size_in_bytes
             valid = self._scan(fr, size)
@@ -248,6 +251,8 @@ class _SegmentScan:
                 self.ticker.add(batch.size_in_bytes)
         except TruncatedRecordError as e:
             self._stopped(fr, pos, size, e, truncated=True)
+        except RemoteReadError:
+            raise  # the read failed, not the bytes: not a finding about them
         except KafkalogError as e:
             self._stopped(fr, pos, size, e, truncated=False)
         return pos
@@ -285,6 +290,8 @@ class _SegmentScan:
                 batch = next(fr.slice(pos).batches(), None)
                 if batch is not None and batch.compute_crc() != batch.crc:
                     kind = "crc"
+            except RemoteReadError:
+                raise  # the read failed, not the bytes: not a finding about them
             except KafkalogError:
                 pass
         reason = error.reason if error.position is None or error.position == pos else f"{error.reason} (byte {error.position})"
@@ -307,6 +314,8 @@ class _SegmentScan:
             try:  # a wrapper's first offset and count are inside its compressed value
                 records = batch.records()
                 first, count = records[0].offset, len(records)
+            except RemoteReadError:
+                raise  # the read failed, not the bytes: not a finding about them
             except KafkalogError as e:
                 self.add(position, "invalid-record", f"v{magic} message at offset {last}: {e.reason}")
         previous = self.last
@@ -502,7 +511,7 @@ class _SegmentScan:
             )
 
 
-def _run_scan(log_path: Path, deep: bool, check_indexes: bool, progress: Progress | None, ctx: _Context | None) -> SegmentReport:
+def _run_scan(log_path: Location, deep: bool, check_indexes: bool, progress: Progress | None, ctx: _Context | None) -> SegmentReport:
     scan = _SegmentScan(log_path, deep=deep, check_indexes=check_indexes, progress=progress, context=ctx)
     if scan.ctx.start is None:
         scan.ctx.start = scan.base
@@ -522,9 +531,9 @@ def verify_segment(
     storage_options: Mapping[str, Any] | None = None,
 ) -> SegmentReport:
     """Check one ``.log`` file and (with ``check_indexes``) its ``.index``, ``.timeindex`` and
-    ``.txnindex`` siblings, read-only. A remote ``log_path`` (``s3://...``) is checked on a
-    temporary local copy of the segment's files (fetched whole: every byte is read anyway);
-    its report names the remote files.
+    ``.txnindex`` siblings, read-only. A remote ``log_path`` (``s3://...``) is read in place:
+    the indexes whole, the ``.log`` by ranged requests (each byte once); its report names the
+    remote files.
 
     Every batch's framing, CRC and header are checked; offsets must increase from the base
     offset (the file name); each index entry is checked against the batches (module
@@ -543,13 +552,10 @@ def verify_segment(
         The report; problems are in it, not raised.
 
     Raises:
-        KafkalogError: the file is not named after an offset.
+        KafkalogError: the file is not named after an offset, or nothing is at a URL.
         OSError: the ``.log`` cannot be opened (missing, unreadable).
     """
-    if is_remote(log_path):
-        with local_view(os.fspath(log_path), storage_options) as (local, url):
-            report = _run_scan(Path(local), deep, check_indexes, progress, None)
-        report.path = relabel(report.path, local, url)
-        report.problems = [dataclasses.replace(p, path=relabel(p.path, local, url)) for p in report.problems]
-        return report
-    return _run_scan(Path(log_path), deep, check_indexes, progress, None)
+    path = Location.of(log_path, storage_options)
+    if path.is_remote and not path.is_file():
+        raise KafkalogError("No such file", file=str(path))
+    return _run_scan(path, deep, check_indexes, progress, None)
