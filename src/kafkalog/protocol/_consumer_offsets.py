@@ -22,8 +22,9 @@ when the commit carried a retention time (an expire timestamp); GroupMetadataVal
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InvalidRecordError
 from ._codec import MessageReader, read_message, write_message
@@ -41,6 +42,8 @@ from ._types import Message, ProtocolError
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSET_COMMIT_TYPES = (0, 1)
 _GROUP_METADATA_TYPE = 2
+#: A transaction marker's type that commits (Kafka's ``ControlRecordType.COMMIT``; ABORT is 0).
+_COMMIT_MARKER = 1
 #: The versions the coordinator writes (see the module docstring).
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -222,10 +225,28 @@ def _group_metadata(group: str, value: dict[str, Any]) -> GroupMetadata:
     )
 
 
+class _Batch(Protocol):
+    """What the loader reads of a batch: :class:`kafkalog.RecordBatch` (this layer does not
+    import the records layer), whose records have ``offset``, ``key``, ``value`` and, in a
+    control batch, ``control_type``."""
+
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def file(self) -> str | None: ...
+    @property
+    def position(self) -> int | None: ...
+    def records(self) -> Sequence[Any]: ...
+
+
 class OffsetsLoader:
     """The coordinator's load of one ``__consumer_offsets`` partition into a
-    :class:`ConsumerOffsets`: feed it every record (:meth:`record`) and transaction marker
-    (:meth:`marker`) in offset order."""
+    :class:`ConsumerOffsets`: feed it every batch in offset order (:meth:`load_batch`), or
+    every record (:meth:`record`) and transaction marker (:meth:`marker`)."""
 
     def __init__(self, result: ConsumerOffsets, partition: int) -> None:
         self.result = result
@@ -234,6 +255,25 @@ class OffsetsLoader:
         self.pending: dict[int, dict[tuple[str, str, int], CommittedOffset | None]] = {}
         #: Records of other types (KIP-848 consumer groups, unknown) skipped.
         self.unknown = 0
+
+    def load_batch(self, batch: _Batch, *, log_start_offset: int = 0) -> None:
+        """One batch of the partition (a :class:`kafkalog.RecordBatch`, read in offset order):
+        a transaction marker, or its records from ``log_start_offset`` on (Kafka loads from the
+        log start offset; earlier records of the batch are deleted).
+
+        Raises:
+            InvalidRecordError: a record does not decode (the batch's file and position named).
+            KafkalogError: the batch's records do not decompress or frame.
+        """
+        records = batch.records()
+        if batch.is_control:
+            if records:
+                self.marker(batch.producer_id, records[0].control_type == _COMMIT_MARKER)
+            return
+        for record in records:
+            if record.offset >= log_start_offset:
+                self.record(record.key, record.value, record.offset, producer_id=batch.producer_id,
+                            transactional=batch.is_transactional, file=batch.file, position=batch.position)
 
     def marker(self, producer_id: int, commit: bool) -> None:
         """A COMMIT (``commit``) or ABORT marker of ``producer_id``'s transaction."""

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from .. import (
     PARTITION_DIR,
-    ControlRecordType,
     FileRecords,
     OffsetIndex,
     RecordBatch,
@@ -84,18 +83,6 @@ def _batches(directory: Path, warnings: list[str]) -> Iterator[RecordBatch]:
                 warnings.append(f"{e} (the rest of the segment is not read: Kafka's recovery would truncate it here)")
 
 
-def _load_batch(loader: OffsetsLoader, batch: RecordBatch) -> None:
-    """Feed one batch to the loader: a transaction marker, or its records."""
-    if batch.is_control:
-        records = batch.records()
-        if records:
-            loader.marker(batch.producer_id, records[0].control_type is ControlRecordType.COMMIT)
-        return
-    for record in batch.records():
-        loader.record(record.key, record.value, record.offset, producer_id=batch.producer_id,
-                      transactional=batch.is_transactional, file=batch.file, position=batch.position)
-
-
 def read_consumer_offsets(*log_dirs: str | os.PathLike) -> ConsumerOffsets:
     """Load the ``__consumer_offsets`` partitions of the log directories (read-only).
 
@@ -119,7 +106,7 @@ def read_consumer_offsets(*log_dirs: str | os.PathLike) -> ConsumerOffsets:
         result.partitions.append(os.fspath(directory))
         loader = OffsetsLoader(result, partition)
         for batch in _batches(directory, result.warnings):
-            _load_batch(loader, batch)
+            loader.load_batch(batch)
         if loader.unknown:
             result.warnings.append(
                 f"{directory}: {loader.unknown} records of other types (KIP-848 consumer groups, or unknown) skipped"
