@@ -29,7 +29,7 @@ from .cleaner_manager import LogToClean, cleanable_offsets
 from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
 from .columnar import RecordColumns, decode_columns
 from .compression import Compression, codec_for_id
-from .config import LogConfig
+from .config import LogConfig, parse_config_bool, parse_config_int
 
 # Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
 from .crc import crc32c
@@ -192,6 +192,8 @@ __all__ = [
     "LogOffsetPosition",
     "TimestampAndOffset",
     "LogConfig",
+    "parse_config_int",
+    "parse_config_bool",
     "Log",
     "LogCleaner",
     "CleanerStats",

@@ -3,7 +3,7 @@
 partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes``; appended to through
 :class:`~kafkalog.Log` (one v2 batch of uncompressed records per write, as Kafka's coordinator
 writes them; flushed as every topic is, under ``flush.messages``/``flush.ms``); compacted by a :class:`~kafkalog.LogCleaner`
-thread; read back on start with the loading rule shared with ``kafkalog dump``
+thread; read back on start with the loading rule shared with ``kafkalog groups``
 (:class:`kafkalog.protocol.OffsetsLoader`).
 
 Writes to one partition are serialised with an asyncio lock held across the append on the
