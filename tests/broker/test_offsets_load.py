@@ -29,8 +29,10 @@ from kafkalog.protocol import (
     OffsetsLoader,
     group_metadata_key,
     group_metadata_value,
+    java_string_hash,
     offset_commit_key,
     offset_commit_value,
+    partition_for,
 )
 from kafkalog.tools import read_consumer_offsets
 
@@ -169,3 +171,19 @@ def test_a_bad_record_is_named_by_segment_and_position_in_both(tmp_path: Path) -
     assert str(segment) in loaded.warnings[0] and str(position) in loaded.warnings[0]
     # the broker stops the partition at the bad record: what came before is loaded
     assert {k: v.offset for k, v in loaded.offsets.items()} == {("g", "orders", 0): 1}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", 0), ("a", 97), ("hello", 99162322), ("polygenelubricants", -(2**31)),
+    ("\U0001F600", 55357 * 31 + 56832),  # a surrogate pair: two UTF-16 units
+])
+def test_java_string_hash(text, expected) -> None:
+    """``String.hashCode``, the one implementation ``partition_for`` and the dump's Scala map
+    order share."""
+    assert java_string_hash(text) == expected
+
+
+def test_partition_for_maps_integer_min_value_to_partition_0() -> None:
+    """Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0 (Java's ``Math.abs`` would not)."""
+    assert partition_for("polygenelubricants", 7) == 0
+    assert partition_for("hello", 50) == 99162322 % 50

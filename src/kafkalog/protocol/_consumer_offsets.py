@@ -22,9 +22,8 @@ when the commit carried a retention time (an expire timestamp); GroupMetadataVal
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import InvalidRecordError
 from ._codec import MessageReader, read_message, write_message
@@ -132,16 +131,22 @@ class ConsumerOffsets:
     partitions: list[str] = field(default_factory=list)
 
 
-def partition_for(group: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group``: Kafka's
-    ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``, with Java's
-    ``String.hashCode`` over UTF-16 code units (``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0)."""
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``h = 31 * h + unit`` over the UTF-16 code units, in signed
+    32-bit arithmetic. :func:`partition_for` hashes group ids with it; Scala's hash maps order
+    string keys by it (what ``kafkalog dump`` reproduces of Kafka's output)."""
     h = 0
-    data = group.encode("utf-16-be", "surrogatepass")
+    data = text.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), _UTF16_UNIT):
         h = (h * _HASH_MULTIPLIER + int.from_bytes(data[i:i + _UTF16_UNIT], "big")) & _INT32_MASK
-    if h & _INT32_SIGN:
-        h -= 1 << 32
+    return h - (1 << 32) if h & _INT32_SIGN else h
+
+
+def partition_for(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group``: Kafka's
+    ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` (``Utils.abs`` maps
+    ``Integer.MIN_VALUE`` to 0)."""
+    h = java_string_hash(group)
     return (0 if h == _INT32_MIN else abs(h)) % partitions
 
 
@@ -225,24 +230,6 @@ def _group_metadata(group: str, value: dict[str, Any]) -> GroupMetadata:
     )
 
 
-class _Batch(Protocol):
-    """What the loader reads of a batch: :class:`kafkalog.RecordBatch` (this layer does not
-    import the records layer), whose records have ``offset``, ``key``, ``value`` and, in a
-    control batch, ``control_type``."""
-
-    @property
-    def is_control(self) -> bool: ...
-    @property
-    def is_transactional(self) -> bool: ...
-    @property
-    def producer_id(self) -> int: ...
-    @property
-    def file(self) -> str | None: ...
-    @property
-    def position(self) -> int | None: ...
-    def records(self) -> Sequence[Any]: ...
-
-
 class OffsetsLoader:
     """The coordinator's load of one ``__consumer_offsets`` partition into a
     :class:`ConsumerOffsets`: feed it every batch in offset order (:meth:`load_batch`), or
@@ -256,10 +243,15 @@ class OffsetsLoader:
         #: Records of other types (KIP-848 consumer groups, unknown) skipped.
         self.unknown = 0
 
-    def load_batch(self, batch: _Batch, *, log_start_offset: int = 0) -> None:
-        """One batch of the partition (a :class:`kafkalog.RecordBatch`, read in offset order):
-        a transaction marker, or its records from ``log_start_offset`` on (Kafka loads from the
-        log start offset; earlier records of the batch are deleted).
+    def load_batch(self, batch: Any, *, log_start_offset: int = 0) -> None:
+        """One batch of the partition, read in offset order: a transaction marker, or its
+        records from ``log_start_offset`` on (Kafka loads from the log start offset; earlier
+        records of the batch are deleted).
+
+        ``batch`` is a :class:`kafkalog.RecordBatch` (this layer does not import the records
+        layer): its ``is_control``, ``is_transactional``, ``producer_id``, ``file``,
+        ``position`` and ``records()`` are read, and of each record ``offset``, ``key``,
+        ``value`` and, in a control batch, ``control_type``.
 
         Raises:
             InvalidRecordError: a record does not decode (the batch's file and position named).
