@@ -143,7 +143,7 @@ from .records import (
     filter_to,
     frame_entry,
 )
-from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
+from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, batch_at, next_valid_batch
 from .retention import (
     Deletion,
     OfflineRetention,
@@ -296,6 +296,7 @@ __all__ = [
     "DEFAULT_MAX_RESYNC_BATCH",
     "all_zero",
     "next_valid_batch",
+    "batch_at",
     "plan_partition_retention",
     "OfflineRetention",
     "RetentionSegment",

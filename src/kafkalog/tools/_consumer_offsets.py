@@ -25,6 +25,7 @@ from .. import (
     FileRecords,
     OffsetIndex,
     RecordBatch,
+    batch_at,
     find_partition_dirs,
     offset_from_file,
     offset_index_file,
@@ -140,7 +141,7 @@ def log_end_offset(partition_dir: str | os.PathLike) -> int:
         start = 0
         if index.entries:
             position = index.entry(index.entries - 1).position
-            if 0 < position < records.size_in_bytes and _frames_at(records, position, base):
+            if 0 < position < records.size_in_bytes and batch_at(records, position, base) is not None:
                 start = position
         try:
             for batch in records.slice(start).batches(validate=True):
@@ -148,16 +149,6 @@ def log_end_offset(partition_dir: str | os.PathLike) -> int:
         except _BATCH_ERRORS:
             pass  # a torn or corrupt tail: the end is after the last valid batch
     return end
-
-
-def _frames_at(records: FileRecords, position: int, base: int) -> bool:
-    """Whether a batch with offsets at or after ``base`` frames at ``position`` (an index entry
-    is a hint until checked)."""
-    try:
-        batch = next(records.slice(position).batches(), None)
-    except _BATCH_ERRORS:
-        return False
-    return batch is not None and batch.last_offset >= base
 
 
 def log_end_offsets(*log_dirs: str | os.PathLike) -> dict[tuple[str, int], int]:
