@@ -29,7 +29,7 @@ from .cleaner_manager import LogToClean, cleanable_offsets
 from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
 from .columnar import RecordColumns, decode_columns
 from .compression import Compression, codec_for_id
-from .config import LogConfig
+from .config import LogConfig, parse_config_bool, parse_config_int
 
 # Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
 from .crc import crc32c
@@ -146,7 +146,7 @@ from .records import (
     filter_to,
     frame_entry,
 )
-from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
+from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, batch_at, next_valid_batch
 from .retention import (
     Deletion,
     OfflineRetention,
@@ -195,6 +195,8 @@ __all__ = [
     "LogOffsetPosition",
     "TimestampAndOffset",
     "LogConfig",
+    "parse_config_int",
+    "parse_config_bool",
     "Log",
     "LogCleaner",
     "CleanerStats",
@@ -299,6 +301,7 @@ __all__ = [
     "DEFAULT_MAX_RESYNC_BATCH",
     "all_zero",
     "next_valid_batch",
+    "batch_at",
     "plan_partition_retention",
     "OfflineRetention",
     "RetentionSegment",

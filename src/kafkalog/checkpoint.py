@@ -56,8 +56,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
+from .config import java_integer
 from .durable import write_atomically
 from .errors import CorruptCheckpointError
+from .filenames import validate_topic_name
 from .remote import is_remote
 
 # File names (Kafka's LogManager, LogCleanerManager, ReplicaManager, LeaderEpochCheckpointFile,
@@ -73,13 +75,10 @@ _VERSION = 0  # the only version of every checkpoint format and of partition.met
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
-_MAX_TOPIC_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # BufferedReader.readLine
 _JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")  # java.util.regex \s
 _METADATA_SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")  # PartitionMetadataReadBuffer ":\s+"
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)  # Integer.parseInt with ASCII digits
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+", re.ASCII)  # Kafka's Topic.LEGAL_CHARS
 _BASE64_UUID = re.compile(r"[A-Za-z0-9_-]{22}(?:==)?", re.ASCII)  # 16 bytes, url-safe alphabet
 
 _UUID_BYTES = 16
@@ -144,9 +143,9 @@ def _java_split(text: str, pattern: re.Pattern[str]) -> list[str]:
 
 def _parse_int(path: str, line: _Line, text: str, bounds: tuple[int, int], what: str) -> int:
     """Java's ``Integer.parseInt`` / ``Long.parseLong`` of ``text`` (a field of ``line``)."""
-    if not _JAVA_INTEGER.fullmatch(text):
+    value = java_integer(text)
+    if value is None:
         raise _corrupt(path, line.number, line.position, f"{what} {text!r} is not a decimal integer")
-    value = int(text)
     low, high = bounds
     if not low <= value <= high:
         bits = 32 if bounds == _INT32 else 64
@@ -156,10 +155,9 @@ def _parse_int(path: str, line: _Line, text: str, bounds: tuple[int, int], what:
 
 def _check_topic(topic: str) -> None:
     """Refuse a topic name Kafka could not have created (``Topic.validate``)."""
-    if not isinstance(topic, str) or not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
-        raise ValueError(f"illegal topic name {topic!r}: Kafka allows [a-zA-Z0-9._-], not '.' or '..'")
-    if len(topic) > _MAX_TOPIC_LENGTH:
-        raise ValueError(f"topic name of {len(topic)} characters: Kafka allows at most {_MAX_TOPIC_LENGTH}")
+    reason = validate_topic_name(topic) if isinstance(topic, str) else "not a string"
+    if reason is not None:
+        raise ValueError(f"illegal topic name {topic!r}: {reason}")
 
 
 def _check_int(value: int, bounds: tuple[int, int], what: str, *, minimum: int | None = None) -> None:
@@ -318,10 +316,9 @@ class OffsetCheckpointFile(_CheckpointFile[tuple[tuple[str, int], int]]):
 
     def _parse(self, line: _Line, fields: list[str]) -> tuple[tuple[str, int], int]:
         topic, partition_text, offset_text = fields
-        if not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
-            raise _corrupt(
-                self._name, line.number, line.position, f"illegal topic name {topic!r}: Kafka allows [a-zA-Z0-9._-]"
-            )
+        reason = validate_topic_name(topic)
+        if reason is not None:
+            raise _corrupt(self._name, line.number, line.position, f"illegal topic name {topic!r}: {reason}")
         partition = _parse_int(self._name, line, partition_text, _INT32, "partition")
         if partition < 0:
             raise _corrupt(self._name, line.number, line.position, f"negative partition {partition}")

@@ -30,11 +30,16 @@ naming the key, the value and the allowed range.
 | preallocate | preallocate | false | true, false |
 
 This layer imports nothing of the records layer, so the timestamp type is Kafka's name.
+
+The value parsers (:func:`parse_config_int`, :func:`parse_config_bool`) are Kafka's
+``ConfigDef.parseType`` for INT/LONG and BOOLEAN settings; the broker's and the group
+coordinator's settings are parsed with them too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 
 from .errors import InvalidConfigError
@@ -43,6 +48,10 @@ _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _DAY_MS = 24 * 60 * 60 * 1000
+#: Java's ``Integer.parseInt``/``Long.parseLong`` syntax: a sign, then decimal digits (ASCII
+#: here: no blanks, no ``_`` separators, which Python's ``int`` would take).
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_TRUE, _FALSE = "true", "false"
 
 # Kafka name -> (field, kind, minimum, maximum); kind: "int", "float", "bool", or a tuple of the
 # allowed words ("list:" prefix for comma-separated lists).
@@ -168,7 +177,7 @@ class LogConfig:
         for key, (name, kind, _, _) in _KEYS.items():
             value = getattr(self, name)
             if kind == "bool":
-                out[key] = "true" if value else "false"
+                out[key] = _TRUE if value else _FALSE
             elif isinstance(value, tuple):
                 out[key] = ",".join(value)
             else:
@@ -213,18 +222,54 @@ def _parse_list(key: str, raw: str) -> tuple[str, ...]:
 def _parse(key: str, raw: object, kind: object, low: object, high: object) -> object:
     text = str(raw).strip()
     if kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        if text.lower() not in ("true", "false"):
-            raise InvalidConfigError(f"{key} = {raw!r}: expected {_allowed(kind, low, high)}")
-        return text.lower() == "true"
+        return parse_config_bool(key, raw)
     if isinstance(kind, tuple) and kind[0] == "list:":
         return raw if isinstance(raw, tuple) else _parse_list(key, text)
     if isinstance(kind, tuple):
         return text
+    if kind == "int":
+        return parse_config_int(key, raw, low, high)  # type: ignore[arg-type]
     try:
-        if kind == "float":
-            return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else float(text)
-        return raw if isinstance(raw, int) and not isinstance(raw, bool) else int(text)
+        return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else float(text)
     except ValueError:
         raise InvalidConfigError(f"{key} = {raw!r}: expected {_allowed(kind, low, high)}") from None
+
+
+def java_integer(text: str) -> int | None:
+    """Java's ``Integer.parseInt``/``Long.parseLong`` of ``text`` without the range check (the
+    caller's: 32 or 64 bits, or a setting's bounds); None where Java throws
+    NumberFormatException."""
+    return int(text) if _JAVA_INTEGER.fullmatch(text) else None
+
+
+def parse_config_int(key: str, raw: object, low: int, high: int) -> int:
+    """A setting of Kafka's INT or LONG type within ``[low, high]`` (pass the type's range
+    where the setting has no tighter one): an int as it is, text as Kafka's
+    ``ConfigDef.parseType`` reads it (trimmed, then ``Integer.parseInt``/``Long.parseLong``).
+
+    Raises:
+        InvalidConfigError: not an integer, or out of range (naming the key, the value and the
+            range).
+    """
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value: int | None = raw
+    else:
+        value = java_integer(str(raw).strip())
+    if value is None or not low <= value <= high:
+        raise InvalidConfigError(f"{key} = {raw!r}: expected an integer in [{low}, {high}]")
+    return value
+
+
+def parse_config_bool(key: str, raw: object) -> bool:
+    """A setting of Kafka's BOOLEAN type: a bool as it is, text ``true`` or ``false`` in any case
+    (trimmed, as ``ConfigDef.parseType`` reads it).
+
+    Raises:
+        InvalidConfigError: anything else (naming the key and the value).
+    """
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in (_TRUE, _FALSE):
+        raise InvalidConfigError(f"{key} = {raw!r}: expected {_allowed('bool', None, None)}")
+    return text == _TRUE

@@ -141,17 +141,33 @@ def lock_directory(directory: str | os.PathLike, in_use: str, *, name: str = LOC
     Raises:
         KafkalogError: another process holds the lock (``in_use`` says what it is).
     """
-    directory = Path(directory)
-    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    return _flock(Path(directory) / name, os.O_RDWR | os.O_CREAT, shared=False, in_use=in_use)
+
+
+def share_lock(directory: str | os.PathLike, in_use: str, *, name: str = LOCK_FILE) -> int:
+    """Take a shared lock on the existing ``directory/<name>``, opened read-only (nothing is
+    created), and return its descriptor: readers share it, an exclusive holder
+    (:func:`lock_directory`) excludes them. Closing the descriptor releases it.
+
+    Raises:
+        FileNotFoundError: there is no such lock file.
+        KafkalogError: another process holds the lock exclusively (``in_use`` says what it is).
+    """
+    return _flock(Path(directory) / name, os.O_RDONLY, shared=True, in_use=in_use)
+
+
+def _flock(path: Path, flags: int, *, shared: bool, in_use: str) -> int:
+    """Open ``path`` with ``flags`` and take a non-blocking ``flock`` on it (shared or exclusive)."""
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         import fcntl
 
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except ImportError:  # not POSIX: no cross-process protection
         pass
     except OSError:
         os.close(fd)
-        raise KafkalogError(in_use, file=str(directory)) from None
+        raise KafkalogError(in_use, file=str(path.parent)) from None
     return fd
 
 

@@ -25,7 +25,7 @@ from .checkpoint import (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from .durable import LOCK_FILE, TMP_SUFFIX, fsync_dir, lock_directory
+from .durable import LOCK_FILE, TMP_SUFFIX, fsync_dir, lock_directory, share_lock
 from .errors import CorruptCheckpointError, KafkalogError
 from .filenames import PARTITION_DIR
 
@@ -35,24 +35,6 @@ _log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 #: What the marker holds (Kafka 3.7+ writes the broker epoch; -1: none).
 CLEAN_SHUTDOWN_CONTENT = b'{"version":0,"brokerEpoch":-1}'
-
-
-def _share_lock(lock: Path) -> int:
-    """Open the existing ``lock`` read-only and take a shared, non-blocking ``flock`` on it."""
-    fd = os.open(lock, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        import fcntl
-
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except ImportError:  # not POSIX: no cross-process protection
-        pass
-    except OSError:
-        os.close(fd)
-        raise KafkalogError(
-            "the log directory is in use by another process (its .lock file is held for writing)",
-            file=str(lock.parent),
-        ) from None
-    return fd
 
 
 def remove_stray_tmp(path: Path) -> None:
@@ -122,7 +104,9 @@ class LogDir:
         with cls._registry_lock:
             in_process = key in cls._registry
         if not in_process and lock.exists():
-            state._lock_fd = _share_lock(lock)
+            state._lock_fd = share_lock(
+                state.path, "the log directory is in use by another process (its .lock file is held for writing)"
+            )
         for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
             tmp = file.path.with_name(file.path.name + TMP_SUFFIX)
             if tmp.exists():

@@ -4,7 +4,8 @@ After a corrupt or truncated entry, a reader that wants to go on (``verify``, ``
 dump's ``--skip-record-metadata``-free walk, Spark's corruption skipping) looks for the next
 byte position where a whole, CRC-valid batch starts. Candidates are found with one regular
 expression over a chunk (the plausible 17-byte prefix of a v0/v1/v2 entry), and each is then
-framed and validated through :class:`~kafkalog.file_records.FileRecords`.
+framed and validated through :class:`~kafkalog.file_records.FileRecords`. :func:`batch_at` is
+the lighter check of one given position (an index entry's), before a reader starts there.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from __future__ import annotations
 import re
 import struct
 
-from .errors import KafkalogError
+from .errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    KafkalogError,
+    RecordTooLargeError,
+    TruncatedRecordError,
+    UnsupportedCodecError,
+)
 from .file_records import FileRecords
 from .record import LOG_OVERHEAD, MAGIC_V2, RecordBatch
 from .recordbatch import RECORD_BATCH_OVERHEAD
@@ -36,6 +45,11 @@ _CANDIDATE_SPAN = 24
 # (no log gets there) or, for zeros, a size of 0: candidates starting in a run are skipped, and
 # inside a run of zeros every candidate whose size field lies in it.
 _RUN = re.compile(rb"(.)\1{63,}", re.DOTALL)
+#: What framing an entry raises when the bytes at a position are not a batch.
+_NOT_A_BATCH = (
+    CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError,
+    InvalidOffsetError,
+)
 _OFFSET_SIZE = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 # partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp,
@@ -163,6 +177,25 @@ def next_valid_batch(
                 at = cand + 1
         pos += usable
     return None
+
+
+def batch_at(records: FileRecords, position: int, min_offset: int) -> RecordBatch | None:
+    """The batch framed at ``position`` of ``records`` (size and magic possible, the whole
+    entry in the file; its CRC is not checked) when its offset field is not below
+    ``min_offset`` (the segment's base offset), else None.
+
+    How a position taken from an index entry is checked before it is trusted: an index read
+    while a writer changes it, or a damaged one, may point anywhere.
+    """
+    try:
+        batch = next(records.slice(position).batches(), None)
+    except _NOT_A_BATCH:
+        return None
+    if batch is None:
+        return None
+    # The offset field: a v2 batch's base offset, a v0/v1 entry's own (its last) offset.
+    first = batch.base_offset if batch.magic == MAGIC_V2 else batch.last_offset
+    return batch if first >= min_offset else None
 
 
 def all_zero(fr: FileRecords, start: int, end: int) -> bool:

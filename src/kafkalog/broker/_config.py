@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import LogConfig
+from .. import LogConfig, parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 from ._group_config import GROUP_KEYS, GroupConfig
 
@@ -22,7 +22,8 @@ _VERBATIM = 0
 _SAME = 1
 _MINUTE_MS = 60_000
 _HOUR_MS = 3_600_000
-_INT64_MIN = -(2**63)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MAX = 2**63 - 1
 #: The least ``fetch.max.bytes`` Kafka accepts.
 _FETCH_MAX_BYTES_MIN = 1024
 #: A single node can keep one replica of a partition only.
@@ -229,26 +230,17 @@ class BrokerConfig:
         """
         fields: dict[str, Any] = {}
         topic: dict[str, str] = {}
-        ints = {
-            "node.id": ("node_id", 0), "broker.id": ("node_id", 0), "num.partitions": ("num_partitions", 1),
-            "socket.request.max.bytes": ("socket_request_max_bytes", 1),
-            "fetch.max.bytes": ("fetch_max_bytes", _FETCH_MAX_BYTES_MIN),
-            "num.io.threads": ("num_io_threads", 1),
-            "log.retention.check.interval.ms": ("retention_check_interval_ms", 1),
-            "producer.id.expiration.ms": ("producer_id_expiration_ms", 1),
-            "max.broker.partitions": ("max_broker_partitions", 1),
-        }
         for key, raw in (properties or {}).items():
             value = str(raw).strip()
-            if key in ints:
-                name, low = ints[key]
-                fields[name] = _parse_int(key, value, low)
+            if key in _BROKER_INTS:
+                name, low, high = _BROKER_INTS[key]
+                fields[name] = parse_config_int(key, value, low, high)
             elif key == "auto.create.topics.enable":
-                fields["auto_create_topics"] = _parse_bool(key, value)
+                fields["auto_create_topics"] = parse_config_bool(key, value)
             elif key == "delete.topic.enable":
-                fields["delete_topic_enable"] = _parse_bool(key, value)
+                fields["delete_topic_enable"] = parse_config_bool(key, value)
             elif key == "default.replication.factor":
-                if _parse_int(key, value, 1) != _REPLICATION_FACTOR:
+                if parse_config_int(key, value, 1, _INT32_MAX) != _REPLICATION_FACTOR:
                     raise InvalidConfigError(f"{key} = {value}: a single-node broker only has replication factor 1")
             elif key == "advertised.host.name":
                 fields["advertised_host"] = value
@@ -260,7 +252,9 @@ class BrokerConfig:
                 topic[key] = value
             elif key in _BROKER_SYNONYMS:
                 name, scale = _BROKER_SYNONYMS[key]
-                topic[name] = str(_parse_int(key, value, _INT64_MIN) * scale) if scale > _SAME else value
+                if scale > _SAME:  # log.roll.hours, log.retention.minutes, ...: Kafka INTs
+                    value = str(parse_config_int(key, value, _INT32_MIN, _INT32_MAX) * scale)
+                topic[name] = value
             else:
                 _log.warning("the configuration '%s' was supplied but isn't a known config", key)
         check_topic_configs(topic)
@@ -273,6 +267,19 @@ class BrokerConfig:
         return check_topic_configs({**dict(self.topic_defaults), **(overrides or {})})
 
 
+#: The broker's integer settings: Kafka's name -> (field, least value, greatest value: the
+#: reach of Kafka's type, INT or LONG, as ``KafkaConfig`` defines them).
+_BROKER_INTS: dict[str, tuple[str, int, int]] = {
+    "node.id": ("node_id", 0, _INT32_MAX),
+    "broker.id": ("node_id", 0, _INT32_MAX),
+    "num.partitions": ("num_partitions", 1, _INT32_MAX),
+    "socket.request.max.bytes": ("socket_request_max_bytes", 1, _INT32_MAX),
+    "fetch.max.bytes": ("fetch_max_bytes", _FETCH_MAX_BYTES_MIN, _INT32_MAX),
+    "num.io.threads": ("num_io_threads", 1, _INT32_MAX),
+    "log.retention.check.interval.ms": ("retention_check_interval_ms", 1, _INT64_MAX),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", 1, _INT32_MAX),
+    "max.broker.partitions": ("max_broker_partitions", 1, _INT32_MAX),
+}
 #: The broker's own settings with their defaults (DescribeConfigs of the broker resource).
 _BROKER_DEFAULTS: dict[str, object] = {
     "node.id": 0, "broker.id": 0, "auto.create.topics.enable": "true", "delete.topic.enable": "true",
@@ -281,19 +288,3 @@ _BROKER_DEFAULTS: dict[str, object] = {
     "producer.id.expiration.ms": 86_400_000, "advertised.host.name": None, "cluster.id": None,
     "max.broker.partitions": 2**31 - 1,
 }
-
-
-def _parse_int(key: str, value: str, low: int) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidConfigError(f"{key} = {value!r}: expected an integer") from None
-    if number < low:
-        raise InvalidConfigError(f"{key} = {number}: must be at least {low}")
-    return number
-
-
-def _parse_bool(key: str, value: str) -> bool:
-    if value.lower() not in ("true", "false"):
-        raise InvalidConfigError(f"{key} = {value!r}: expected true or false")
-    return value.lower() == "true"

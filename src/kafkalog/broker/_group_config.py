@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .. import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 
 _INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
 _MINUTE_MS = 60_000
 
 
@@ -45,19 +47,11 @@ class GroupConfig:
         for key, raw in properties.items():
             if key not in GROUP_KEYS:
                 continue
-            name, low = GROUP_KEYS[key]
-            value = str(raw).strip()
-            if low is None:
-                if value.lower() not in ("true", "false"):
-                    raise InvalidConfigError(f"{key} = {value!r}: expected true or false")
-                fields[name] = value.lower() == "true"
+            name, low, high = GROUP_KEYS[key]
+            if low is None or high is None:
+                fields[name] = parse_config_bool(key, raw)
                 continue
-            try:
-                number = int(value)
-            except ValueError:
-                raise InvalidConfigError(f"{key} = {value!r}: expected an integer") from None
-            if number < low:
-                raise InvalidConfigError(f"{key} = {number}: must be at least {low}")
+            number = parse_config_int(key, raw, low, high)
             fields[name] = number * _MINUTE_MS if key == "offsets.retention.minutes" else number
         config = cls(**fields)  # type: ignore[arg-type]
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
@@ -68,18 +62,19 @@ class GroupConfig:
         return config
 
 
-#: Kafka's name -> (field, least value; None for a boolean).
-GROUP_KEYS: dict[str, tuple[str, int | None]] = {
-    "offsets.topic.num.partitions": ("offsets_partitions", 1),
-    "offsets.topic.segment.bytes": ("offsets_segment_bytes", 1),
-    "offsets.retention.minutes": ("offsets_retention_ms", 1),
-    "offsets.retention.check.interval.ms": ("offsets_retention_check_ms", 1),
-    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0),
-    "group.min.session.timeout.ms": ("min_session_timeout_ms", 0),
-    "group.max.session.timeout.ms": ("max_session_timeout_ms", 0),
-    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 0),
-    "group.max.size": ("max_size", 1),
-    "log.cleaner.enable": ("cleaner_enable", None),
-    "log.cleaner.backoff.ms": ("cleaner_backoff_ms", 1),
-    "log.cleaner.dedupe.buffer.size": ("cleaner_dedupe_buffer_size", 1 << 20),
+#: Kafka's name -> (field, least value, greatest value: the reach of Kafka's type, INT or LONG;
+#: both None for a BOOLEAN), as ``GroupCoordinatorConfig`` and ``CleanerConfig`` define them.
+GROUP_KEYS: dict[str, tuple[str, int | None, int | None]] = {
+    "offsets.topic.num.partitions": ("offsets_partitions", 1, _INT32_MAX),
+    "offsets.topic.segment.bytes": ("offsets_segment_bytes", 1, _INT32_MAX),
+    "offsets.retention.minutes": ("offsets_retention_ms", 1, _INT32_MAX),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_ms", 1, _INT64_MAX),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0, _INT32_MAX),
+    "group.min.session.timeout.ms": ("min_session_timeout_ms", 0, _INT32_MAX),
+    "group.max.session.timeout.ms": ("max_session_timeout_ms", 0, _INT32_MAX),
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 0, _INT32_MAX),
+    "group.max.size": ("max_size", 1, _INT32_MAX),
+    "log.cleaner.enable": ("cleaner_enable", None, None),
+    "log.cleaner.backoff.ms": ("cleaner_backoff_ms", 1, _INT64_MAX),
+    "log.cleaner.dedupe.buffer.size": ("cleaner_dedupe_buffer_size", 1 << 20, _INT64_MAX),
 }

@@ -3,7 +3,7 @@
 partitions, ``cleanup.policy=compact`` and ``offsets.topic.segment.bytes``; appended to through
 :class:`~kafkalog.Log` (one v2 batch of uncompressed records per write, as Kafka's coordinator
 writes them; flushed as every topic is, under ``flush.messages``/``flush.ms``); compacted by a :class:`~kafkalog.LogCleaner`
-thread; read back on start with the loading rule shared with ``kafkalog dump``
+thread; read back on start with the loading rule shared with ``kafkalog groups``
 (:class:`kafkalog.protocol.OffsetsLoader`).
 
 Writes to one partition are serialised with an asyncio lock held across the append on the
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import ControlRecordType, Log, LogCleaner, RecordBatchBuilder
+from .. import Log, LogCleaner, RecordBatchBuilder
 from ..errors import KafkalogError
 from ..protocol import (
     CONSUMER_OFFSETS_TOPIC,
@@ -156,14 +156,6 @@ def _load_partition(log: Log, loader: OffsetsLoader) -> None:
                 continue
             progressed = True
             offset = batch.next_offset
-            if batch.is_control:
-                control = batch.records()
-                if control:
-                    loader.marker(batch.producer_id, control[0].control_type is ControlRecordType.COMMIT)
-                continue
-            for record in batch.records():
-                if record.offset >= log.log_start_offset:
-                    loader.record(record.key, record.value, record.offset, producer_id=batch.producer_id,
-                                  transactional=batch.is_transactional, file=str(log.directory))
+            loader.load_batch(batch, log_start_offset=log.log_start_offset)
         if not progressed:
             break

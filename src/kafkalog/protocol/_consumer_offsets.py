@@ -41,6 +41,8 @@ from ._types import Message, ProtocolError
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSET_COMMIT_TYPES = (0, 1)
 _GROUP_METADATA_TYPE = 2
+#: A transaction marker's type that commits (Kafka's ``ControlRecordType.COMMIT``; ABORT is 0).
+_COMMIT_MARKER = 1
 #: The versions the coordinator writes (see the module docstring).
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -129,16 +131,22 @@ class ConsumerOffsets:
     partitions: list[str] = field(default_factory=list)
 
 
-def partition_for(group: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group``: Kafka's
-    ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``, with Java's
-    ``String.hashCode`` over UTF-16 code units (``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0)."""
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: ``h = 31 * h + unit`` over the UTF-16 code units, in signed
+    32-bit arithmetic. :func:`partition_for` hashes group ids with it; Scala's hash maps order
+    string keys by it (what ``kafkalog dump`` reproduces of Kafka's output)."""
     h = 0
-    data = group.encode("utf-16-be", "surrogatepass")
+    data = text.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), _UTF16_UNIT):
         h = (h * _HASH_MULTIPLIER + int.from_bytes(data[i:i + _UTF16_UNIT], "big")) & _INT32_MASK
-    if h & _INT32_SIGN:
-        h -= 1 << 32
+    return h - (1 << 32) if h & _INT32_SIGN else h
+
+
+def partition_for(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group``: Kafka's
+    ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions`` (``Utils.abs`` maps
+    ``Integer.MIN_VALUE`` to 0)."""
+    h = java_string_hash(group)
     return (0 if h == _INT32_MIN else abs(h)) % partitions
 
 
@@ -224,8 +232,8 @@ def _group_metadata(group: str, value: dict[str, Any]) -> GroupMetadata:
 
 class OffsetsLoader:
     """The coordinator's load of one ``__consumer_offsets`` partition into a
-    :class:`ConsumerOffsets`: feed it every record (:meth:`record`) and transaction marker
-    (:meth:`marker`) in offset order."""
+    :class:`ConsumerOffsets`: feed it every batch in offset order (:meth:`load_batch`), or
+    every record (:meth:`record`) and transaction marker (:meth:`marker`)."""
 
     def __init__(self, result: ConsumerOffsets, partition: int) -> None:
         self.result = result
@@ -234,6 +242,30 @@ class OffsetsLoader:
         self.pending: dict[int, dict[tuple[str, str, int], CommittedOffset | None]] = {}
         #: Records of other types (KIP-848 consumer groups, unknown) skipped.
         self.unknown = 0
+
+    def load_batch(self, batch: Any, *, log_start_offset: int = 0) -> None:
+        """One batch of the partition, read in offset order: a transaction marker, or its
+        records from ``log_start_offset`` on (Kafka loads from the log start offset; earlier
+        records of the batch are deleted).
+
+        ``batch`` is a :class:`kafkalog.RecordBatch` (this layer does not import the records
+        layer): its ``is_control``, ``is_transactional``, ``producer_id``, ``file``,
+        ``position`` and ``records()`` are read, and of each record ``offset``, ``key``,
+        ``value`` and, in a control batch, ``control_type``.
+
+        Raises:
+            InvalidRecordError: a record does not decode (the batch's file and position named).
+            KafkalogError: the batch's records do not decompress or frame.
+        """
+        records = batch.records()
+        if batch.is_control:
+            if records:
+                self.marker(batch.producer_id, records[0].control_type == _COMMIT_MARKER)
+            return
+        for record in records:
+            if record.offset >= log_start_offset:
+                self.record(record.key, record.value, record.offset, producer_id=batch.producer_id,
+                            transactional=batch.is_transactional, file=batch.file, position=batch.position)
 
     def marker(self, producer_id: int, commit: bool) -> None:
         """A COMMIT (``commit``) or ABORT marker of ``producer_id``'s transaction."""

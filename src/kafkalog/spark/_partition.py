@@ -3,7 +3,7 @@
 The directory may be live (a broker or a ``Log`` appending, rolling, deleting): the offset and
 time indexes are read with :meth:`kafkalog.OffsetIndex.read_live` (copied, never mapped, cut
 to their live entries), and every position taken from an index entry is checked to frame a
-batch before it is trusted (:func:`_batch_at`). A segment deleted meanwhile is left out.
+batch before it is trusted (:func:`kafkalog.batch_at`). A segment deleted meanwhile is left out.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from .. import (
     Storage,
     TimeIndex,
     TransactionIndex,
+    batch_at,
     decode_snapshot,
 )
 from ..errors import (
     CorruptCheckpointError,
     CorruptRecordError,
-    InvalidOffsetError,
     InvalidRecordError,
     RecordTooLargeError,
     TruncatedRecordError,
@@ -78,21 +78,6 @@ class _Segment:
     def open(self) -> FileRecords:
         """The segment for planning's scattered header reads (a small read-ahead when remote)."""
         return FileRecords.open(self.path, storage=self.storage, block_size=SMALL_BLOCK_SIZE)
-
-
-def _batch_at(records: FileRecords, position: int, min_offset: int) -> RecordBatch | None:
-    """The batch the records layer frames at ``position`` (size and magic possible, the whole
-    entry in the file), when its offset field is not below ``min_offset``; else None. How a
-    position taken from an index entry is checked before it is trusted."""
-    try:
-        batch = next(records.slice(position).batches(), None)
-    except (*_READ_ERRORS, InvalidOffsetError):
-        return None
-    if batch is None:
-        return None
-    # The offset field: a v2 batch's base offset, a v0/v1 entry's own (its last) offset.
-    first = batch.base_offset if batch.magic == MAGIC_V2 else batch.last_offset
-    return batch if first >= min_offset else None
 
 
 def _span(batch: RecordBatch) -> tuple[int, int]:
@@ -178,7 +163,7 @@ class _PartitionLog:
         with last.open() as records:
             if offsets.entries:
                 candidate = offsets.entry(offsets.entries - 1).position
-                if 0 < candidate < records.size_in_bytes and _batch_at(records, candidate, last.base):
+                if 0 < candidate < records.size_in_bytes and batch_at(records, candidate, last.base):
                     position = candidate
             next_offset, end = last.base, position
             try:
@@ -238,7 +223,7 @@ class _PartitionLog:
     def seek(self, segment: _Segment, offset: int, records: FileRecords) -> int:
         """The position of the offset-index floor entry of ``offset`` (checked), else 0."""
         position = segment.offsets.lookup(offset).position  # 0 when no entry is at or below it
-        if 0 < position < records.size_in_bytes and _batch_at(records, position, segment.base):
+        if 0 < position < records.size_in_bytes and batch_at(records, position, segment.base):
             return position
         return 0
 

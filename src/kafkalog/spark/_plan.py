@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import FileRecords, batch_at
 from ..errors import InvalidOffsetError
 from ._options import EARLIEST, LATEST, _ReadOptions
-from ._partition import _batch_at, _first_entry_after, _PartitionLog, _Segment
+from ._partition import _first_entry_after, _PartitionLog, _Segment
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
@@ -140,7 +141,7 @@ def _plan_range(plog: _PartitionLog, b: _Bounds, options: _ReadOptions, time_flo
                 k = bisect.bisect_left(range(index.entries), b.end, key=lambda i: index.entry(i).offset)
                 if k + 1 < index.entries:
                     position = index.entry(k + 1).position
-                    if start_position < position < end_position and _batch_at(records, position, segment.base):
+                    if start_position < position < end_position and batch_at(records, position, segment.base):
                         end_position = position
             splits = _split_points(segment, records, start_position, end_position, options.max_bytes_per_partition)
         edges = [start_position, *splits, end_position]
@@ -167,7 +168,7 @@ def _split_points(segment: _Segment, records: FileRecords, start: int, end: int,
         if k < 0:
             break
         position = index.entry(k).position
-        if previous < position < end and _batch_at(records, position, segment.base):
+        if previous < position < end and batch_at(records, position, segment.base):
             points.append(position)
             previous = position
         target = max(target, previous) + max_bytes

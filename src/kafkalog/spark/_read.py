@@ -30,12 +30,13 @@ from .. import (
     RecordBatch,
     RecordColumns,
     Storage,
+    batch_at,
     decode_columns,
 )
 from ..errors import InvalidOffsetError
 from ._options import _ReadOptions
 from ._discovery import _segment_file
-from ._partition import _READ_ERRORS, _batch_at, _first_entry_after, _span
+from ._partition import _READ_ERRORS, _first_entry_after, _span
 from ._plan import _Slice
 from ._stats import _Stats
 
@@ -115,13 +116,13 @@ def _resync(records: FileRecords, s: _Slice, bad: int, end: int, options: _ReadO
     if len(head) == LOG_OVERHEAD:
         (size,) = _SIZE_FIELD.unpack_from(head, LOG_OVERHEAD - _SIZE_FIELD.size)
         after = bad + LOG_OVERHEAD + size
-        if size >= MIN_ENTRY_SIZE_FIELD and (after == end or (bad < after < end and _batch_at(records, after, s.base))):
+        if size >= MIN_ENTRY_SIZE_FIELD and (after == end or (bad < after < end and batch_at(records, after, s.base))):
             return after
     index = OffsetIndex.read_live(_segment_file(Storage.dirname(s.path), s.base, ".index"), s.base,
                                   storage=options.storage)
     for k in range(_first_entry_after(index, bad), index.entries):
         position = index.entry(k).position
-        if bad < position < end and _batch_at(records, position, s.base):
+        if bad < position < end and batch_at(records, position, s.base):
             return position
     return end
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import TMP_SUFFIX, Log, LogConfig, plan_partition_retention
@@ -21,7 +21,7 @@ from ._salvage import _destination, salvage_segment
 from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
 from ._topic_config import SettingsReader, TopicSettings
 from ._verify import total_log_bytes, verify_path
-from ._verify_report import MAX_PROBLEMS_PER_KIND
+from ._verify_report import MAX_PROBLEMS_PER_KIND, VerifyReport
 from ._verify_report import SegmentReport as VerifySegmentReport
 
 
@@ -31,111 +31,109 @@ def _named(path: str, where: Location) -> str:
     return str(where) if where.is_remote or path.startswith("file://") else path
 
 
-def _run_verify(tool: _Tool) -> None:
-    a = tool.args
-    for path in a.paths:
+def _verify_each(tool: _Tool, label: str, deep: bool, show: Callable[[str, bool, VerifyReport], None]) -> None:
+    """Verify every PATH of ``verify`` or ``stat`` (a URL read in place) with a progress bar and
+    hand each report to ``show(name, is_dir, report)``: ``name`` as the run names the PATH,
+    ``is_dir`` how reports name files (relative to a directory, or a file's own). An error of one
+    PATH is reported (status 1) and the next goes on."""
+    for path in tool.args.paths:
 
         def one(path: str = path) -> None:
-            where = Location.of(path)  # a URL is read in place; its listings serve both calls
-            shown(_named(path, where), where)
-
-        def shown(path: str, where: Location) -> None:
-            is_dir = where.is_dir()  # how reports name files: relative to a directory, or a file's
-            bar = tool.progress(total_log_bytes(where), "verify")
+            where = Location.of(path)  # a URL's listings serve every call below
+            is_dir = where.is_dir()
+            bar = tool.progress(total_log_bytes(where), label)
             try:
-                report = verify_path(where, deep=a.deep, progress=bar)
+                report = verify_path(where, deep=deep, progress=bar)
             finally:
                 bar.close()
-            bad = not report.ok or (a.strict and report.warnings > 0)
-            if bad:
-                tool.status = 1
-            if a.json:
-                tool.json(report.to_dict())
-                return
-            if report.segments and not a.quiet:
-                rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
-                for s in report.segments:
-                    errors, warnings = s.errors, s.warnings
-                    status = "ok" if not errors and not warnings else ", ".join(
-                        part for part in (
-                            f"{errors} error{'s' * (errors != 1)}" if errors else "",
-                            f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
-                        ) if part
-                    )
-                    offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
-                    rows.append([
-                        _display(s.path, path, is_dir), str(s.batches), str(s.records), offsets, str(s.size),
-                        str(s.valid_bytes), status,
-                    ])
-                for line in _table(rows, {1, 2, 4, 5}):
-                    tool.print(line)
-            problems = [p for p in report.problems if a.warnings or p.severity == "error" or a.strict]
-            if problems:
-                if report.segments and not a.quiet:
-                    tool.print()
-                for line in _problem_lines(problems, path, is_dir):
-                    tool.print(line)
-            hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
-            capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
-            tool.print(
-                f"{path}: {'OK' if not bad else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
-                f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings"
-                f"{capped}{hidden}"
-            )
+            show(_named(path, where), is_dir, report)
 
         tool.guarded(one)
+
+
+def _run_verify(tool: _Tool) -> None:
+    a = tool.args
+
+    def shown(path: str, is_dir: bool, report: VerifyReport) -> None:
+        bad = not report.ok or (a.strict and report.warnings > 0)
+        if bad:
+            tool.status = 1
+        if a.json:
+            tool.json(report.to_dict())
+            return
+        if report.segments and not a.quiet:
+            rows = [["segment", "batches", "records", "offsets", "bytes", "valid", "status"]]
+            for s in report.segments:
+                errors, warnings = s.errors, s.warnings
+                status = "ok" if not errors and not warnings else ", ".join(
+                    part for part in (
+                        f"{errors} error{'s' * (errors != 1)}" if errors else "",
+                        f"{warnings} warning{'s' * (warnings != 1)}" if warnings else "",
+                    ) if part
+                )
+                offsets = "-" if s.first_offset is None else f"{s.first_offset}..{s.last_offset}"
+                rows.append([
+                    _display(s.path, path, is_dir), str(s.batches), str(s.records), offsets, str(s.size),
+                    str(s.valid_bytes), status,
+                ])
+            for line in _table(rows, {1, 2, 4, 5}):
+                tool.print(line)
+        problems = [p for p in report.problems if a.warnings or p.severity == "error" or a.strict]
+        if problems:
+            if report.segments and not a.quiet:
+                tool.print()
+            for line in _problem_lines(problems, path, is_dir):
+                tool.print(line)
+        hidden = "" if a.warnings or a.strict or not report.warnings else " (--warnings lists them)"
+        capped = f" (first {MAX_PROBLEMS_PER_KIND} of each kind listed)" if report.capped else ""
+        tool.print(
+            f"{path}: {'OK' if not bad else 'PROBLEMS FOUND'}: {len(report.segments)} segments, "
+            f"{len(report.partitions)} partitions, {report.errors} errors, {report.warnings} warnings"
+            f"{capped}{hidden}"
+        )
+
+    _verify_each(tool, "verify", a.deep, shown)
 
 
 def _run_stat(tool: _Tool) -> None:
     a = tool.args
-    for path in a.paths:
 
-        def one(path: str = path) -> None:
-            where = Location.of(path)
-            shown(_named(path, where), where)
+    def shown(path: str, is_dir: bool, report: VerifyReport) -> None:
+        if not report.segments:
+            raise KafkalogError("no log segments to describe", file=path)
+        if not report.ok:
+            tool.fail(
+                f"{path}: {report.errors} problems found; the figures cover the valid data only "
+                f"(kafkalog verify {path} lists them)"
+            )
+        if a.json:
+            out = report.to_dict()
+            out["totals"] = _stat_totals(report.segments, not a.shallow)
+            tool.json(out)
+            return
+        rows = [[
+            "segment", "offsets", "records", "tombstones", "batches", "bytes", "first timestamp",
+            "last timestamp", "magic", "codecs", "producers",
+        ]]
+        for s in report.segments:
+            rows.append(_stat_row(_display(s.path, path, is_dir), s.first_offset, s.last_offset, s.records, s.tombstones,
+                                  s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
+                                  len(s.producer_ids)))
+        totals = _stat_totals(report.segments, not a.shallow)
+        rows.append(_stat_row(
+            "total", totals["first_offset"], totals["last_offset"], totals["records"], totals["tombstones"],
+            totals["batches"], totals["bytes"], totals["min_timestamp"], totals["max_timestamp"],
+            tuple(totals["magics"]), tuple(totals["codecs"]), totals["producers"],
+        ))
+        for line in _table(rows, {2, 3, 4, 5, 10}):
+            tool.print(line)
+        for p in report.partitions:
+            tool.print(
+                f"partition {p.topic}-{p.partition}: {p.segments} segments, log start offset {p.log_start_offset}, "
+                f"log end offset {p.log_end_offset}, {p.size} bytes"
+            )
 
-        def shown(path: str, where: Location) -> None:
-            is_dir = where.is_dir()
-            bar = tool.progress(total_log_bytes(where), "stat")
-            try:
-                report = verify_path(where, deep=not a.shallow, progress=bar)
-            finally:
-                bar.close()
-            if not report.segments:
-                raise KafkalogError("no log segments to describe", file=path)
-            if not report.ok:
-                tool.fail(
-                    f"{path}: {report.errors} problems found; the figures cover the valid data only "
-                    f"(kafkalog verify {path} lists them)"
-                )
-            if a.json:
-                out = report.to_dict()
-                out["totals"] = _stat_totals(report.segments, not a.shallow)
-                tool.json(out)
-                return
-            rows = [[
-                "segment", "offsets", "records", "tombstones", "batches", "bytes", "first timestamp",
-                "last timestamp", "magic", "codecs", "producers",
-            ]]
-            for s in report.segments:
-                rows.append(_stat_row(_display(s.path, path, is_dir), s.first_offset, s.last_offset, s.records, s.tombstones,
-                                      s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
-                                      len(s.producer_ids)))
-            totals = _stat_totals(report.segments, not a.shallow)
-            rows.append(_stat_row(
-                "total", totals["first_offset"], totals["last_offset"], totals["records"], totals["tombstones"],
-                totals["batches"], totals["bytes"], totals["min_timestamp"], totals["max_timestamp"],
-                tuple(totals["magics"]), tuple(totals["codecs"]), totals["producers"],
-            ))
-            for line in _table(rows, {2, 3, 4, 5, 10}):
-                tool.print(line)
-            for p in report.partitions:
-                tool.print(
-                    f"partition {p.topic}-{p.partition}: {p.segments} segments, log start offset {p.log_start_offset}, "
-                    f"log end offset {p.log_end_offset}, {p.size} bytes"
-                )
-
-        tool.guarded(one)
+    _verify_each(tool, "stat", not a.shallow, shown)
 
 
 def _stat_row(name, first, last, records, tombstones, batches, size, lo, hi, magics, codecs, producers) -> list[str]:

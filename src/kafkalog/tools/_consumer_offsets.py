@@ -22,10 +22,10 @@ from pathlib import Path
 
 from .. import (
     PARTITION_DIR,
-    ControlRecordType,
     FileRecords,
     OffsetIndex,
     RecordBatch,
+    batch_at,
     find_partition_dirs,
     offset_from_file,
     offset_index_file,
@@ -84,18 +84,6 @@ def _batches(directory: Path, warnings: list[str]) -> Iterator[RecordBatch]:
                 warnings.append(f"{e} (the rest of the segment is not read: Kafka's recovery would truncate it here)")
 
 
-def _load_batch(loader: OffsetsLoader, batch: RecordBatch) -> None:
-    """Feed one batch to the loader: a transaction marker, or its records."""
-    if batch.is_control:
-        records = batch.records()
-        if records:
-            loader.marker(batch.producer_id, records[0].control_type is ControlRecordType.COMMIT)
-        return
-    for record in batch.records():
-        loader.record(record.key, record.value, record.offset, producer_id=batch.producer_id,
-                      transactional=batch.is_transactional, file=batch.file, position=batch.position)
-
-
 def read_consumer_offsets(*log_dirs: str | os.PathLike) -> ConsumerOffsets:
     """Load the ``__consumer_offsets`` partitions of the log directories (read-only).
 
@@ -119,7 +107,7 @@ def read_consumer_offsets(*log_dirs: str | os.PathLike) -> ConsumerOffsets:
         result.partitions.append(os.fspath(directory))
         loader = OffsetsLoader(result, partition)
         for batch in _batches(directory, result.warnings):
-            _load_batch(loader, batch)
+            loader.load_batch(batch)
         if loader.unknown:
             result.warnings.append(
                 f"{directory}: {loader.unknown} records of other types (KIP-848 consumer groups, or unknown) skipped"
@@ -153,7 +141,7 @@ def log_end_offset(partition_dir: str | os.PathLike) -> int:
         start = 0
         if index.entries:
             position = index.entry(index.entries - 1).position
-            if 0 < position < records.size_in_bytes and _frames_at(records, position, base):
+            if 0 < position < records.size_in_bytes and batch_at(records, position, base) is not None:
                 start = position
         try:
             for batch in records.slice(start).batches(validate=True):
@@ -161,16 +149,6 @@ def log_end_offset(partition_dir: str | os.PathLike) -> int:
         except _BATCH_ERRORS:
             pass  # a torn or corrupt tail: the end is after the last valid batch
     return end
-
-
-def _frames_at(records: FileRecords, position: int, base: int) -> bool:
-    """Whether a batch with offsets at or after ``base`` frames at ``position`` (an index entry
-    is a hint until checked)."""
-    try:
-        batch = next(records.slice(position).batches(), None)
-    except _BATCH_ERRORS:
-        return False
-    return batch is not None and batch.last_offset >= base
 
 
 def log_end_offsets(*log_dirs: str | os.PathLike) -> dict[tuple[str, int], int]:

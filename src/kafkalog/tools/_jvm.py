@@ -6,8 +6,9 @@ import base64
 import json
 import os
 import re
-import struct
 from collections.abc import Callable
+
+from ..protocol import java_string_hash
 
 _INT32_MAX = 2**31 - 1  # Integer.MAX_VALUE: also the reach of a segment's 32-bit relative offsets
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -56,15 +57,6 @@ def _int32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
-def _java_hash(text: str) -> int:
-    """``String.hashCode`` (over UTF-16 code units)."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return _int32(h)
-
-
 def _improve_hash(h: int) -> int:
     """Scala 2.13's ``improveHash``: the high 16 bits folded into the low ones."""
     return _int32(h ^ ((h & 0xFFFFFFFF) >> 16))
@@ -105,12 +97,12 @@ class _ScalaHashMap:
         return key in self._keys
 
     def keys(self) -> list:
-        return _scala_order(self._keys, self._length, _java_hash)  # type: ignore[arg-type]
+        return _scala_order(self._keys, self._length, java_string_hash)  # type: ignore[arg-type]
 
 
 def _topic_partition_hash(tp: object) -> int:
     topic, partition = tp  # type: ignore[misc]
-    return _int32(31 * _int32(31 + partition) + _java_hash(topic))
+    return _int32(31 * _int32(31 + partition) + java_string_hash(topic))
 
 
 def _scala_topic_partition_set(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:

@@ -1,0 +1,56 @@
+"""The broker's and the group coordinator's settings are read with the one config value parser
+(``kafkalog.parse_config_int``/``parse_config_bool``): Kafka's syntax, and each setting's
+range up to the reach of its Kafka type (INT or LONG)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkalog.broker import BrokerConfig
+from kafkalog.errors import InvalidConfigError
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize(("key", "value", "field"), [
+    ("node.id", INT32_MAX, "node_id"),
+    ("num.partitions", 1, "num_partitions"),
+    ("fetch.max.bytes", 1024, "fetch_max_bytes"),
+    ("log.retention.check.interval.ms", INT64_MAX, "retention_check_interval_ms"),
+])
+def test_broker_ints_at_their_bounds(key, value, field) -> None:
+    assert getattr(BrokerConfig.from_properties({key: f" {value} "}), field) == value
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("node.id", str(INT32_MAX + 1)),  # an INT: Kafka's parser refuses it (the wire has 32 bits)
+    ("num.partitions", "0"),
+    ("num.partitions", "1_0"),
+    ("fetch.max.bytes", "1023"),
+    ("log.retention.check.interval.ms", str(INT64_MAX + 1)),
+    ("default.replication.factor", "x"),
+    ("log.retention.hours", str(INT32_MAX + 1)),
+    ("auto.create.topics.enable", "yes"),
+    ("offsets.topic.num.partitions", str(INT32_MAX + 1)),
+    ("offsets.retention.check.interval.ms", "0"),
+    ("group.max.size", "1e3"),
+    ("log.cleaner.dedupe.buffer.size", str(2**20 - 1)),
+    ("log.cleaner.enable", "1"),
+])
+def test_bad_values_name_the_key(key, value) -> None:
+    with pytest.raises(InvalidConfigError) as err:
+        BrokerConfig.from_properties({key: value})
+    assert key in str(err.value) and value in str(err.value)
+
+
+def test_group_settings_parse_as_kafka_does() -> None:
+    config = BrokerConfig.from_properties({
+        "offsets.topic.num.partitions": "+3", "offsets.retention.minutes": "2", "log.cleaner.enable": " FALSE ",
+        "offsets.retention.check.interval.ms": str(INT64_MAX), "delete.topic.enable": "False",
+        "log.roll.hours": "2",
+    }).groups
+    assert (config.offsets_partitions, config.offsets_retention_ms, config.cleaner_enable) == (3, 120_000, False)
+    assert config.offsets_retention_check_ms == INT64_MAX
+    broker = BrokerConfig.from_properties({"delete.topic.enable": "False", "log.roll.hours": "2"})
+    assert broker.delete_topic_enable is False and broker.topic_config().segment_ms == 7_200_000
