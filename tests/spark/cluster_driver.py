@@ -1,9 +1,10 @@
 """The driver program of the Spark standalone cluster test (tests/spark/test_cluster.py), run
 as its own process (a SparkContext per process) with the working directory the test chose.
 
-Usage: ``python cluster_driver.py <master url> <kafkalog src dir> <relative logs path>``;
-prints one JSON object (the results) as its last line. Everything is read and written under
-the working directory; the executors run in the worker's work directory, elsewhere.
+Usage: ``python cluster_driver.py <master url> <kafkalog src dir> <relative logs path>
+<JVM flags>``; prints one JSON object (the results, and the seconds since the start at which
+each phase ended) as its last line. Everything is read and written under the working
+directory; the executors run in the worker's work directory, elsewhere.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import sys
 import time
 import traceback
 
+STARTED = time.monotonic()
+
 
 def main() -> None:
-    master, src_dir, relative = sys.argv[1:4]
+    master, src_dir, relative, jvm_flags = sys.argv[1:5]
     from pyspark.sql import SparkSession
 
     import kafkalog.spark
@@ -39,15 +42,18 @@ def main() -> None:
         # "Cluster deployment"): here the interpreter and the source tree the test runs.
         .config("spark.pyspark.python", sys.executable)
         .config("spark.executorEnv.PYTHONPATH", src_dir)
+        .config("spark.driver.extraJavaOptions", jvm_flags)
+        .config("spark.executor.extraJavaOptions", jvm_flags)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    kafkalog.spark.register(spark)
     out: dict = {"driver_cwd": os.getcwd(), "seconds": {}}
-    began = time.monotonic()
 
     def lap(name: str) -> None:
-        out["seconds"][name] = round(time.monotonic() - began, 1)
+        out["seconds"][name] = round(time.monotonic() - STARTED, 1)
+
+    lap("session")
+    kafkalog.spark.register(spark)
     absolute = os.path.abspath(relative)
 
     def values(df) -> list:
@@ -57,15 +63,18 @@ def main() -> None:
         )
 
     try:
-        out["executor_cwd"] = spark.sparkContext.parallelize([0], 1).map(lambda _: os.getcwd()).first()
-        lap("session")
+        # Planned (the data source looked up, the schema asked for) while the executor starts.
         df = spark.read.format("kafkalog").load(absolute)
+        lap("planned")
+        out["executor_cwd"] = spark.sparkContext.parallelize([0], 1).map(lambda _: os.getcwd()).first()
+        lap("first task")
         out["batch"] = values(df)
         lap("batch")
         try:
             out["relative"] = values(spark.read.format("kafkalog").load(relative))
         except Exception as e:  # noqa: BLE001 - reported to the test, which asserts on it
             out["relative_error"] = str(e)[:2000]
+        lap("relative")
         copy = os.path.abspath("copy")
         (df.selectExpr("key", "value", "timestamp", "topic", "partition")
          .write.format("kafkalog").mode("append").save(copy))
@@ -108,6 +117,7 @@ def main() -> None:
         lap("stream")
         out["stream"] = [bytes.fromhex(v[3]).decode() for v in sorted(values(spark.read.format("kafkalog").load(sink)),
                                                                         key=lambda v: v[2])]
+        lap("sink read")
     except Exception:  # noqa: BLE001
         out["error"] = traceback.format_exc()[-4000:]
     finally:
