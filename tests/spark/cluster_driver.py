@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -47,6 +48,7 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    gateway = spark.sparkContext._gateway  # its ``proc`` is the driver JVM (pyspark's launch_gateway)
     out: dict = {"driver_cwd": os.getcwd(), "seconds": {}}
 
     def lap(name: str) -> None:
@@ -122,6 +124,17 @@ def main() -> None:
         out["error"] = traceback.format_exc()[-4000:]
     finally:
         spark.stop()
+        # The driver JVM exits when its standard input closes; waited for, so that nothing the
+        # test started outlives it.
+        jvm = getattr(gateway, "proc", None)
+        if jvm is not None and jvm.stdin is not None:
+            jvm.stdin.close()
+            try:
+                jvm.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                jvm.kill()
+                jvm.wait()
+        lap("stopped")
     print(json.dumps(out))
 
 
