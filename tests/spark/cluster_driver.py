@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 STARTED = time.monotonic()
 
@@ -64,12 +65,12 @@ def main() -> None:
             for r in df.select("topic", "partition", "offset", "value").collect()
         )
 
-    try:
-        # Planned (the data source looked up, the schema asked for) while the executor starts.
-        df = spark.read.format("kafkalog").load(absolute)
-        lap("planned")
+    def read_and_verify():
+        """The executors' working directory; the logs read (absolute and relative path) and
+        verified. Returns the DataFrame read."""
         out["executor_cwd"] = spark.sparkContext.parallelize([0], 1).map(lambda _: os.getcwd()).first()
         lap("first task")
+        df = spark.read.format("kafkalog").load(absolute)
         out["batch"] = values(df)
         lap("batch")
         try:
@@ -77,16 +78,21 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - reported to the test, which asserts on it
             out["relative_error"] = str(e)[:2000]
         lap("relative")
+        report = kafkalog.spark.verify(spark, absolute)
+        out["verify"] = [[r.path, r.ok] for r in report.select("path", "ok").collect()]
+        lap("verify")
+        return df
+
+    def write(df) -> None:
+        """A copy written by the cluster and read back."""
         copy = os.path.abspath("copy")
         (df.selectExpr("key", "value", "timestamp", "topic", "partition")
          .write.format("kafkalog").mode("append").save(copy))
         out["copy"] = values(spark.read.format("kafkalog").load(copy))
         lap("write")
-        report = kafkalog.spark.verify(spark, absolute)
-        out["verify"] = [[r.path, r.ok] for r in report.select("path", "ok").collect()]
-        lap("verify")
 
-        # A stream into the kafkalog sink, stopped, new data appended, restarted.
+    def stream() -> None:
+        """A stream into the kafkalog sink, stopped, new data appended, restarted."""
         stream_src, sink, checkpoint = os.path.abspath("stream-src"), os.path.abspath("sink"), os.path.abspath("ckpt")
 
         def append(values_: list[bytes]) -> None:
@@ -120,8 +126,26 @@ def main() -> None:
         out["stream"] = [bytes.fromhex(v[3]).decode() for v in sorted(values(spark.read.format("kafkalog").load(sink)),
                                                                         key=lambda v: v[2])]
         lap("sink read")
-    except Exception:  # noqa: BLE001
-        out["error"] = traceback.format_exc()[-4000:]
+
+    # The reads run beside the stream, as concurrent jobs of the one SparkContext (they only read
+    # the logs; the stream has its own directories): each part's Python processes on the driver
+    # and on the executor start while the other part waits. The writes stay on this thread: Spark
+    # finds a Python data source for ``write`` and ``writeStream`` through the calling thread's
+    # active session, which only the thread that made the session has (reads are handed theirs).
+    errors = []
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            reading = pool.submit(read_and_verify)
+            try:
+                stream()
+            except Exception:  # noqa: BLE001 - reported to the test, which asserts on it
+                errors.append(traceback.format_exc()[-4000:])
+            try:
+                write(reading.result())
+            except Exception:  # noqa: BLE001
+                errors.append(traceback.format_exc()[-4000:])
+        if errors:
+            out["error"] = "\n".join(errors)
     finally:
         spark.stop()
         # The driver JVM exits when its standard input closes; waited for, so that nothing the
