@@ -299,8 +299,12 @@ class Storage:
 
     def put_bytes(self, path: str, data: bytes) -> None:
         """Store ``data`` as object ``path``, whole, with one PUT (atomic on an object store: a
-        reader gets the old object or the new one). Local files are replaced with
-        ``kafkalog.write_atomically`` instead (temporary file, fsync, rename)."""
+        reader gets the old object or the new one). Remote filesystems only: callers replace a
+        local file with ``kafkalog.write_atomically`` (temporary file, fsync, rename), which this
+        layer sits below."""
+        if self.is_local:
+            raise InvalidConfigError("put_bytes writes objects on a remote filesystem; use write_atomically "
+                                     "for a local file", file=path)
         self.fs.pipe_file(self._key(path), data)
 
     def remove(self, path: str, *, recursive: bool = False) -> None:

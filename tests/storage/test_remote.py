@@ -103,3 +103,13 @@ def test_put_bytes_and_remove_on_an_fsspec_filesystem():
     store.remove(f"{root}/a/state.json")  # a missing one is fine
     store.remove(f"{root}/b", recursive=True)
     assert not store.exists(f"{root}/a/state.json") and not store.exists(f"{root}/b/x")
+
+
+def test_put_bytes_refuses_a_local_path(tmp_path):
+    import pytest
+
+    from kafkalog.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="write_atomically"):
+        Storage().put_bytes(str(tmp_path / "state.json"), b"x")
+    assert list(tmp_path.iterdir()) == []
