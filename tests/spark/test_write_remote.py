@@ -106,7 +106,7 @@ def test_a_second_job_continues_the_offsets_and_still_only_copies(s3):
 def test_attempts_racing_for_claims_get_contiguous_offsets(s3):
     s3.make_bucket("writes")
     url = "s3://writes/race"
-    w = writer(s3, url, partition="0")
+    w = writer(s3, url, partition="0", preserveOrder="false")  # the order attempts claim in
     messages: list = [None] * 6
     start = threading.Barrier(6)
 
@@ -126,6 +126,39 @@ def test_attempts_racing_for_claims_get_contiguous_offsets(s3):
     w.commit(messages)
     assert all(r.copy_source for r in partition_puts(s3, "/writes/race/t-"))
     check_exactly_once(read_back(s3, url), dict.fromkeys(range(6), 100))
+
+
+def attempt_order(got: dict[int, list[tuple[int, str]]]) -> dict[int, list[int]]:
+    """Per partition, the attempts in the order their records come (each attempt once)."""
+    out: dict[int, list[int]] = {}
+    for p, records in got.items():
+        seen: list[int] = []
+        for _, v in records:
+            a = int(v.split("-")[0][1:])
+            if not seen or seen[-1] != a:
+                seen.append(a)
+        out[p] = seen
+    return out
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+def test_attempts_claiming_out_of_spark_partition_order(s3, caplog, preserve):
+    s3.make_bucket("writes")
+    url = f"s3://writes/order-{preserve}"
+    w = writer(s3, url, preserveOrder=str(preserve).lower())
+    messages = {p: w.stage(rows(p, 200), p, f"o{p}") for p in (2, 1, 0)}  # the last partition finishes first
+    s3.clear()
+    with caplog.at_level("INFO", logger="kafkalog.spark"):
+        w.commit([messages[p] for p in (0, 1, 2)])
+    got = read_back(s3, url)
+    check_exactly_once(got, {0: 200, 1: 200, 2: 200})
+    copies_only = all(r.copy_source for r in partition_puts(s3, f"/writes/order-{preserve}/t-"))
+    if preserve:  # Spark-partition order, as on a local path: the driver re-appends
+        assert attempt_order(got) == {0: [0, 1, 2], 1: [0, 1, 2]}
+        assert "appended by the driver" in caplog.text and not copies_only
+    else:  # the claim order, each attempt's records together: copied in place
+        assert attempt_order(got) == {0: [2, 1, 0], 1: [2, 1, 0]}
+        assert copies_only and "appended by the driver" not in caplog.text
 
 
 def test_a_failed_attempts_claim_leaves_a_hole_the_driver_appends_over(s3, caplog):

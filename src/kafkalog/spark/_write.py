@@ -38,7 +38,7 @@ from .. import (
 from ..errors import InvalidConfigError, KafkalogError, RecordTooLargeError
 from ._arrow import _epoch_ms
 from ._compat import DataSourceArrowWriter, WriterCommitMessage, pa
-from ._options import _int, _storage_options
+from ._options import _bool, _int, _storage_options
 from ._write_remote import _Claimed, _commit_remote, _Item, _stage_remote
 
 _STAGING = ".kafkalog-staging"
@@ -112,6 +112,9 @@ class _WriteOptions:
     config: dict[str, str]
     storage_options: dict[str, Any] | None = None
     remote: bool = False  # path on a remote filesystem (``_write_remote``)
+    # Spark-partition order of a partition's records across task attempts (``preserveOrder``);
+    # without it a remote write may keep the order attempts claimed their offsets in.
+    preserve_order: bool = True
 
     @property
     def storage(self) -> Storage:
@@ -208,7 +211,7 @@ class _Writer(DataSourceArrowWriter):
             try:
                 _commit_remote(o.path, o.storage_options, config, [
                     _Item(item.topic, item.partition, item.prefix, item.file, item.claim) for m in ordered for item in m.staged
-                ])
+                ], preserve_order=o.preserve_order)
             finally:
                 o.storage.remove(o.staging, recursive=True)
             return
@@ -370,4 +373,5 @@ def _write_options(options: Any, schema: Any, overwrite: bool) -> _WriteOptions:
         config=config,
         storage_options=storage_options,
         remote=not storage.is_local,
+        preserve_order=_bool(options, "preserveOrder", True),
     )

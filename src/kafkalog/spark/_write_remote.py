@@ -10,22 +10,25 @@ passes through the driver.
    ``If-None-Match: *``), the claim object ``<staging>/claims/<topic>-<partition>/<k>`` naming
    itself and its range ``[base, end)`` -- ``base`` is the end of claim ``k - 1``, or the
    partition's log end offset for claim 0 -- and re-lists and takes the next ``k`` when another
-   attempt won that number. Claims are taken in the order attempts finish, so the records of one
-   attempt stay together and in their order, as a producer's would.
+   attempt won that number. Claims are taken in the order attempts finish.
 3. It appends its batches through :class:`kafkalog.Log` into a local directory started at
    ``base`` (offsets assigned, segments rolled by ``segment.bytes``, indexes kept, as a broker
    appends) and uploads the segments under ``<staging>/segments/<topic>-<partition>/<k>/``,
    where readers do not look (they list partition directories only).
 4. The driver's commit checks, per partition, that the committed attempts' claims follow one
-   another from the partition's log end offset as it is now, and copies their segments into the
-   partition directory by base offset, each segment's indexes (and producer snapshot) first and
-   its ``.log`` last. Readers list segments by their ``.log`` objects, so they never see a
-   segment whose files are not all there, and new segments appear in offset order.
-5. Where the claims do not follow one another -- an attempt that claimed and then failed or lost
-   to a speculative twin leaves a hole, or another writer appended meanwhile -- or where the
-   store has no exclusive create (only S3 is trusted with it), that partition is appended by the
-   driver: it downloads the staged batches of the committed attempts and re-appends them from
-   the log end offset, as above (the only case in which records pass through the driver).
+   another from the partition's log end offset as it is now -- and, since a partition's records
+   keep Spark-partition order (``preserveOrder``, the default, as on a local path), that they
+   were claimed in that order -- and copies their segments into the partition directory by base
+   offset, each segment's indexes (and producer snapshot) first and its ``.log`` last. Readers
+   list segments by their ``.log`` objects, so they never see a segment whose files are not all
+   there, and new segments appear in offset order.
+5. Otherwise that partition is appended by the driver: it downloads the staged batches of the
+   committed attempts and re-appends them, in Spark-partition order, from the log end offset
+   (the only case in which records pass through the driver). That is when an attempt claimed
+   and then failed or lost to a speculative twin (a hole), another writer appended meanwhile,
+   attempts claimed out of Spark-partition order (with ``preserveOrder``; ``preserveOrder=false``
+   keeps the claim order instead -- each attempt's records together and in their order, what
+   Spark's Kafka sink gives), or the store has no exclusive create (only S3 is trusted with it).
 
 A failed commit deletes every object it put into partition directories, newest first; the
 staging prefix is deleted at the end of the job either way.
@@ -199,7 +202,8 @@ class _Item:
     claim: _Claimed | None
 
 
-def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, items: Sequence[_Item]) -> None:
+def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, items: Sequence[_Item], *,
+                   preserve_order: bool = True) -> None:
     """Publish the committed attempts' output (``items`` in Spark partition order) into the
     partitions under ``path`` (module docstring, steps 4-5). On failure every object put into a
     partition directory is deleted, newest first, and the error raised."""
@@ -211,7 +215,7 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
     try:
         for (topic, partition), group in sorted(by_tp.items()):
             target = _partition_url(path, topic, partition)
-            claims = _chain(storage, storage_options, target, topic, partition, group)
+            claims = _chain(storage, storage_options, target, topic, partition, group, preserve_order)
             if claims is not None:
                 for claim in claims:
                     for name in claim.files:
@@ -220,7 +224,8 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
                         uploaded.append(url)
                 continue
             _log.info("kafkalog write: %s-%d is appended by the driver (its attempts' offset claims do not "
-                      "follow one another from the log end)", topic, partition)
+                      "follow one another from the log end%s)", topic, partition,
+                      " in Spark-partition order" if preserve_order else "")
             staged = []
             for item in group:
                 if item.claim is None:
@@ -235,11 +240,14 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
 
 
 def _chain(storage: Storage, storage_options: dict | None, target: str, topic: str, partition: int,
-           group: Iterable[_Item]) -> list[_Claimed] | None:
-    """The claims of ``group`` in claim order when they follow one another from the partition's
-    log end offset now (their segments can be copied as they are), else None."""
+           group: Iterable[_Item], preserve_order: bool) -> list[_Claimed] | None:
+    """The claims of ``group`` (in Spark partition order) in claim order when they follow one
+    another from the partition's log end offset now -- and, with ``preserve_order``, were claimed
+    in Spark partition order -- so their segments can be copied as they are; else None."""
     claims = [item.claim for item in group]
     if any(c is None for c in claims):
+        return None
+    if preserve_order and any(a.k > b.k for a, b in zip(claims, claims[1:])):  # type: ignore[union-attr]
         return None
     ordered = sorted(claims, key=lambda c: c.k)  # type: ignore[union-attr]
     end = _remote_end(storage, storage_options, target, topic, partition)
