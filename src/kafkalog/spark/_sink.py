@@ -194,7 +194,7 @@ class _StreamWriter(DataSourceStreamArrowWriter or object):  # type: ignore[misc
         """The log end offset of a partition (0 for one not written yet)."""
         directory = self._partition_dir(topic, partition)
         if self.options.remote:
-            return _remote_end(self.options.storage, self.options.storage_options, directory, topic, partition)
+            return _remote_end(self.options.storage, directory, topic, partition)
         with Log.open(directory, LogConfig.from_properties(self.options.config)) as log:
             return log.log_end_offset
 

@@ -41,7 +41,6 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -85,10 +84,10 @@ def _partition_url(path: str, topic: str, partition: int) -> str:
     return Storage.join(path, f"{topic}-{partition}")
 
 
-def _remote_end(storage: Storage, storage_options: dict | None, directory: str, topic: str, partition: int) -> int:
+def _remote_end(storage: Storage, directory: str, topic: str, partition: int) -> int:
     """The log end offset of a partition directory on the store (0 when it has no segment)."""
     plog = _PartitionLog(_PartitionDir(topic, partition, directory),
-                         _ReadOptions(path=directory, storage_options=storage_options))
+                         _ReadOptions(path=directory, storage_options=storage.storage_options))
     return plog.end_offset if plog.segments else 0
 
 
@@ -115,7 +114,7 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
             except (ValueError, KeyError, TypeError) as e:
                 raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
         else:
-            base = _remote_end(storage, storage.storage_options, _partition_url(path, topic, partition), topic, partition)
+            base = _remote_end(storage, _partition_url(path, topic, partition), topic, partition)
         body = json.dumps({"attempt": attempt, "base": base, "end": base + count}, sort_keys=True).encode()
         try:
             storage.create_exclusive(Storage.join(prefix, f"{k:0{_CLAIM_DIGITS}d}"), body)
@@ -153,10 +152,11 @@ def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, confi
     return prefix, _Claimed(k, base, base + count, prefix, tuple(files))
 
 
-def _append_file(log: Log, batches_file: str) -> None:
-    """Append every batch of a staged batch file (or a staged segment) as the leader would."""
+def _append_file(log: Log, batches_file: str, storage: Storage | None = None) -> None:
+    """Append every batch of a staged batch file (or a staged segment; local, or read in place
+    on ``storage``) as the leader would."""
     epoch = log.latest_epoch if log.latest_epoch is not None else 0
-    with FileRecords.open(batches_file) as records:
+    with FileRecords.open(batches_file, storage=storage) as records:
         for batch in records.batches(validate=True, strict=True):
             log.append(MemoryRecords(bytes(batch.entry())), leader_epoch=epoch)
 
@@ -215,7 +215,8 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
     try:
         for (topic, partition), group in sorted(by_tp.items()):
             target = _partition_url(path, topic, partition)
-            claims = _chain(storage, storage_options, target, topic, partition, group, preserve_order)
+            end = _remote_end(storage, target, topic, partition)
+            claims = _chain(group, end, preserve_order)
             if claims is not None:
                 for claim in claims:
                     for name in claim.files:
@@ -232,25 +233,23 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
                     staged.append(Storage.join(item.prefix, item.file))
                 else:
                     staged.extend(Storage.join(item.prefix, n) for n in item.claim.files if n.endswith(".log"))
-            _append_through_driver(storage, config, target, topic, partition, staged, uploaded)
+            _append_through_driver(storage, config, target, topic, partition, end, staged, uploaded)
     except BaseException:
         for url in reversed(uploaded):
             storage.remove(url)
         raise
 
 
-def _chain(storage: Storage, storage_options: dict | None, target: str, topic: str, partition: int,
-           group: Iterable[_Item], preserve_order: bool) -> list[_Claimed] | None:
+def _chain(group: Sequence[_Item], end: int, preserve_order: bool) -> list[_Claimed] | None:
     """The claims of ``group`` (in Spark partition order) in claim order when they follow one
-    another from the partition's log end offset now -- and, with ``preserve_order``, were claimed
-    in Spark partition order -- so their segments can be copied as they are; else None."""
+    another from the partition's log end offset ``end`` -- and, with ``preserve_order``, were
+    claimed in Spark partition order -- so their segments can be copied as they are; else None."""
     claims = [item.claim for item in group]
     if any(c is None for c in claims):
         return None
-    if preserve_order and any(a.k > b.k for a, b in zip(claims, claims[1:])):  # type: ignore[union-attr]
-        return None
     ordered = sorted(claims, key=lambda c: c.k)  # type: ignore[union-attr]
-    end = _remote_end(storage, storage_options, target, topic, partition)
+    if preserve_order and ordered != claims:  # claimed out of Spark partition order
+        return None
     for claim in ordered:
         if claim.base != end:  # type: ignore[union-attr]
             return None
@@ -259,22 +258,18 @@ def _chain(storage: Storage, storage_options: dict | None, target: str, topic: s
 
 
 def _append_through_driver(storage: Storage, config: LogConfig, target: str, topic: str, partition: int,
-                           staged: Iterable[str], uploaded: list[str]) -> None:
-    """Append the staged batch files (URLs, in order) to the partition at ``target`` as new
-    segments from its log end offset, uploaded by the driver (module docstring, step 5)."""
+                           end: int, staged: Iterable[str], uploaded: list[str]) -> None:
+    """Append the staged batch files (URLs, in order, read in place) to the partition at
+    ``target`` as new segments from its log end offset ``end``, uploaded by the driver (module
+    docstring, step 5)."""
     work = tempfile.mkdtemp(prefix="kafkalog-commit-")
     try:
         local_dir = os.path.join(work, f"{topic}-{partition}")
         with Log.open(local_dir, config) as log:
-            end = _remote_end(storage, storage.storage_options, target, topic, partition)
             if end:
                 log.truncate_fully_and_start_at(end)
             for url in staged:
-                local = os.path.join(work, f"staged-{uuid.uuid4().hex}")
-                with open(local, "wb") as f:
-                    f.write(storage.read_bytes(url))
-                _append_file(log, local)
-                os.unlink(local)
+                _append_file(log, url, storage)
             log.flush()
         _upload_segments(storage, local_dir, target, uploaded)
     finally:
