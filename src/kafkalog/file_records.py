@@ -106,6 +106,7 @@ class FileRecords(Records):
         preallocate: int = 0,
         storage: Storage | None = None,
         block_size: int = DEFAULT_BLOCK_SIZE,
+        size: int | None = None,
     ) -> FileRecords:
         """Open ``path`` for reading (and appending with ``mutable``).
 
@@ -121,6 +122,8 @@ class FileRecords(Records):
             max_decompressed_size: cap on a batch's decompressed payload.
             storage: the filesystem of ``path`` (default: from its URL; a plain path is local).
             block_size: a remote file's read-ahead; its reads stop at ``end`` when one is given.
+            size: a remote file's length when the caller knows it (from a listing): saves the
+                request that would ask for it.
 
         Raises:
             FileNotFoundError: no such file.
@@ -134,7 +137,7 @@ class FileRecords(Records):
         if storage is not None and not storage.is_local:
             if mutable or create:
                 raise InvalidConfigError("files on a remote filesystem are opened read-only", file=path)
-            reader = storage.open(path, block_size=block_size, window_end=end)
+            reader = storage.open(path, block_size=block_size, window_end=end, size=size)
             if start < 0 or (end is not None and end < start):
                 reader.close()
                 raise InvalidOffsetError(f"invalid window [{start}, {end}) of {path}")

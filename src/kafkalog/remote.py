@@ -262,9 +262,10 @@ class Storage:
                 return os.pread(f.fileno(), end - start, start)
         return bytes(self.fs.cat_file(self._key(path), start=start, end=end))
 
-    def open(self, path: str, *, block_size: int = DEFAULT_BLOCK_SIZE, window_end: int | None = None) -> RangeReader:
+    def open(self, path: str, *, block_size: int = DEFAULT_BLOCK_SIZE, window_end: int | None = None,
+             size: int | None = None) -> RangeReader:
         """A positioned-read source over ``path`` (see :class:`RangeReader`). Raises FileNotFoundError."""
-        return RangeReader(self, path, block_size=block_size, window_end=window_end)
+        return RangeReader(self, path, block_size=block_size, window_end=window_end, size=size)
 
     # -- writing (put_*: object stores; remove: any filesystem) ------------------------------------
 
@@ -338,12 +339,13 @@ class RangeReader:
     bodies that are read next). With a ``window_end`` the next block of the window is fetched in
     the background while the current one is used: one request in flight, never past the window,
     so at most three blocks are held. The
-    size is the file's when opened (files of a finished segment do not change). ``requests``
+    size is the file's when opened (files of a finished segment do not change), or the one the
+    caller gives (from a listing it took). ``requests``
     and ``bytes_fetched`` count what went over the network. Thread-safe.
     """
 
     def __init__(self, storage: Storage, path: str, *, block_size: int = DEFAULT_BLOCK_SIZE,
-                 window_end: int | None = None) -> None:
+                 window_end: int | None = None, size: int | None = None) -> None:
         self.storage = storage
         self.path = path
         self.block_size = max(1, block_size)
@@ -357,7 +359,8 @@ class RangeReader:
             self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             self.size = os.fstat(self._fd).st_size
         else:
-            self.size = storage.size(path)
+            # A size the caller already has (a listing's) saves a request; else one HEAD.
+            self.size = storage.size(path) if size is None else size
         self.window_end = self.size if window_end is None else max(0, min(window_end, self.size))
         # A reader of a window reads it to its end: the next block is fetched while the current
         # one is decoded (one request in flight at most, never past the window).

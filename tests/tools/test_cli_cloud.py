@@ -301,6 +301,7 @@ def test_verify_and_stat_read_every_file_once(endpoint, big, command):
     # one listing of the partition directory (and of its parent, for the log directory's checkpoints)
     listings = [r for r in s3.log if r.method == "GET" and r.path.rstrip("/") == "/clitools"]
     assert 1 <= len(listings) <= 3
+    assert not [r for r in s3.log if r.method == "HEAD" and r.path.endswith(".log")]  # sizes from the listing
     _no_writes(s3)
 
 

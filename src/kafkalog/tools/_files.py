@@ -247,7 +247,8 @@ class Location:
         if self._remote is None:
             return FileRecords.open(self._text)
         try:
-            return FileRecords.open(self._text, storage=self._remote.storage, block_size=block_size, end=end)
+            return FileRecords.open(self._text, storage=self._remote.storage, block_size=block_size, end=end,
+                                    size=self.size())  # the listing's: no HEAD
         except FileNotFoundError:
             raise FileNotFoundError(2, "No such file or directory", self._text) from None
         except OSError as e:
