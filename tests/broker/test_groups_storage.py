@@ -271,7 +271,9 @@ def test_compaction_keeps_the_latest_offset_per_group_topic_partition(tmp_path) 
             for group in ("g1", "g2"):
                 assert _commit(raw, group, "t", {0: i, 1: 1000 + i, 2: 2000 + i}) == [0, 0, 0]
         log = broker.log(CONSUMER_OFFSETS_TOPIC, 0)
-        assert log.config.compact and len(log.segments) > 3
+        # the log rolled several times (the active segment's base only grows; the segment count does
+        # not, because the background cleaner may already be merging the cleaned ones)
+        assert log.config.compact and log.active_segment.base_offset > 3 * 20
         written = log.log_end_offset
 
         def compacted() -> bool:  # everything below the active segment has been cleaned
