@@ -54,3 +54,22 @@ def test_group_settings_parse_as_kafka_does() -> None:
     assert config.offsets_retention_check_ms == INT64_MAX
     broker = BrokerConfig.from_properties({"delete.topic.enable": "False", "log.roll.hours": "2"})
     assert broker.delete_topic_enable is False and broker.topic_config().segment_ms == 7_200_000
+
+
+@pytest.mark.parametrize(("props", "retention_ms", "segment_ms"), [
+    ({"log.retention.hours": "-1"}, -1, None),  # any negative retention time is unlimited
+    ({"log.retention.minutes": "-5"}, -1, None),
+    ({"log.retention.ms": "-7"}, -1, None),
+    ({"log.retention.hours": "2", "log.retention.minutes": "3"}, 180_000, None),
+    ({"log.retention.ms": "1000", "log.retention.hours": "2"}, 1000, None),  # the finest unit wins,
+    ({"log.retention.hours": "2", "log.retention.ms": "1000"}, 1000, None),  # in any order given
+    ({"log.retention.hours": "-1", "log.retention.ms": "60000"}, 60_000, None),
+    ({"log.roll.ms": "500", "log.roll.hours": "1"}, None, 500),
+    ({"log.roll.hours": "3"}, None, 10_800_000),
+])
+def test_time_synonyms_follow_kafka_config(props, retention_ms, segment_ms) -> None:
+    config = BrokerConfig.from_properties(props).topic_config()
+    if retention_ms is not None:
+        assert config.retention_ms == retention_ms
+    if segment_ms is not None:
+        assert config.segment_ms == segment_ms

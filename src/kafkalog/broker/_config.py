@@ -58,6 +58,24 @@ _BROKER_SYNONYMS: dict[str, tuple[str, int]] = {
     "log.preallocate": ("preallocate", _VERBATIM),
 }
 _TOPIC_KEYS = frozenset(LogConfig().to_properties())
+
+
+def _from_synonyms(synonyms: Mapping[str, str]) -> dict[str, str]:
+    """The topic defaults the broker synonyms given set. Where several name one topic setting
+    the finest unit wins whatever the order given (KafkaConfig: ``log.retention.ms``, then
+    ``.minutes``, then ``.hours``; ``log.roll.ms`` over ``log.roll.hours``), and any negative
+    retention time means unlimited, -1 (``KafkaConfig.logRetentionTimeMillis``)."""
+    topic: dict[str, str] = {}
+    # coarsest first, so that a finer unit given overwrites it
+    for key in sorted(synonyms, key=lambda k: -_BROKER_SYNONYMS[k][1]):
+        name, scale = _BROKER_SYNONYMS[key]
+        value = synonyms[key]
+        if scale > _SAME:  # log.roll.hours, log.retention.minutes, ...: Kafka INTs
+            value = str(parse_config_int(key, value, _INT32_MIN, _INT32_MAX) * scale)
+        if name == "retention.ms" and scale != _VERBATIM:
+            value = str(max(parse_config_int(key, value, -(2**63), _INT64_MAX), -1))
+        topic[name] = value
+    return topic
 # Kafka topic settings accepted and stored but without effect on a single node that never
 # recompresses or tiers (compression.type must say "producer": batches are stored as sent).
 _ACCEPTED_TOPIC_KEYS = frozenset({
@@ -230,6 +248,7 @@ class BrokerConfig:
         """
         fields: dict[str, Any] = {}
         topic: dict[str, str] = {}
+        synonyms: dict[str, str] = {}
         for key, raw in (properties or {}).items():
             value = str(raw).strip()
             if key in _BROKER_INTS:
@@ -251,12 +270,10 @@ class BrokerConfig:
             elif key in _TOPIC_KEYS or key in _ACCEPTED_TOPIC_KEYS:
                 topic[key] = value
             elif key in _BROKER_SYNONYMS:
-                name, scale = _BROKER_SYNONYMS[key]
-                if scale > _SAME:  # log.roll.hours, log.retention.minutes, ...: Kafka INTs
-                    value = str(parse_config_int(key, value, _INT32_MIN, _INT32_MAX) * scale)
-                topic[name] = value
+                synonyms[key] = value
             else:
                 _log.warning("the configuration '%s' was supplied but isn't a known config", key)
+        topic.update(_from_synonyms(synonyms))
         check_topic_configs(topic)
         static = tuple(sorted((k, str(v).strip()) for k, v in (properties or {}).items() if k in _BROKER_DEFAULTS))
         groups = GroupConfig.from_properties(properties or {})
