@@ -170,7 +170,7 @@ def test_min_partitions_must_be_positive(bad):
 def test_include_metadata_flag():
     assert parse().include_metadata is False
     assert parse(includeMetadata="TRUE").include_metadata is True
-    with pytest.raises(InvalidConfigError, match="includeMetadata must be true or false"):
+    with pytest.raises(InvalidConfigError, match="option includeMetadata = .*: expected true or false"):
         parse(includeMetadata="yes")
 
 

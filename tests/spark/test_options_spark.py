@@ -52,9 +52,9 @@ def test_assign_reads_only_the_listed_partitions(spark, logs):
     ({"startingOffsets": '{"orders": {"0": -1}}'}, "startingOffsets for orders-0 can't be latest"),
     ({"endingOffsets": '{"orders": {"0": -2}}'}, "endingOffsets for orders-0 can't be earliest"),
     ({"endingOffsets": "earliest"}, "endingOffsets can't be earliest"),
-    ({"minPartitions": "0"}, "minPartitions must be >= 1"),
+    ({"minPartitions": "0"}, "option minPartitions = '0': expected an integer in \\[1, "),
     ({"assign": "orders-0"}, "no topic-partitions to assign"),
-    ({"includeMetadata": "1"}, "includeMetadata must be true or false"),
+    ({"includeMetadata": "1"}, "option includeMetadata = '1': expected true or false"),
 ])
 def test_batch_option_errors_through_spark(spark, logs, options, message):
     with pytest.raises(Exception, match=message):

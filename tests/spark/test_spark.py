@@ -229,8 +229,8 @@ def test_missing_path_and_bad_options_are_clear(spark, logs, tmp_path):
         ({}, tmp_path / "absent", "no such directory"),
         ({"startingOffsets": "soon"}, logs, "startingOffsets must be earliest, latest or JSON"),
         ({"isolationLevel": "serializable"}, logs, "isolationLevel must be"),
-        ({"failOnCorruption": "maybe"}, logs, "failOnCorruption must be true or false"),
-        ({"maxBytesPerPartition": "0"}, logs, "maxBytesPerPartition must be >= 1"),
+        ({"failOnCorruption": "maybe"}, logs, "option failOnCorruption = 'maybe': expected true or false"),
+        ({"maxBytesPerPartition": "0"}, logs, "option maxBytesPerPartition = '0': expected an integer in \\[1, "),
     ]
     for options, path, message in cases:
         with pytest.raises(Exception, match=message):

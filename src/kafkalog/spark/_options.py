@@ -18,12 +18,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, overload
 
-from .. import Storage, normalize_path
+from .. import Storage, normalize_path, parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 
 #: Spark's JSON codes for the earliest and the latest offset of a partition.
 EARLIEST, LATEST = -2, -1
 _MiB = 1 << 20
+_LONG_MAX = 2**63 - 1
 #: Defaults of ``maxBytesPerPartition`` and ``maxRecordsPerBatch``.
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * _MiB
 DEFAULT_MAX_RECORDS_PER_BATCH = 65536
@@ -40,12 +41,7 @@ _log = logging.getLogger(__package__)  # one logger for the data source: "kafkal
 def _bool(options: Any, name: str, default: bool) -> bool:
     """Option ``name`` as ``true`` or ``false`` (any case), or ``default`` when absent."""
     raw = options.get(name)
-    if raw is None:
-        return default
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidConfigError(f"option {name} must be true or false, not {raw!r}")
-    return text == "true"
+    return default if raw is None else parse_config_bool(f"option {name}", raw)
 
 
 @overload
@@ -57,17 +53,10 @@ def _int(options: Any, name: str, default: None, minimum: int = 1) -> int | None
 
 
 def _int(options: Any, name: str, default: int | None, minimum: int = 1) -> int | None:
-    """Option ``name`` as an integer of at least ``minimum``, or ``default`` when absent."""
+    """Option ``name`` as an integer of at least ``minimum`` (Spark reads its Kafka options with
+    Java's ``parseLong``, as ``parse_config_int`` does), or ``default`` when absent."""
     raw = options.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise InvalidConfigError(f"option {name} must be an integer, not {raw!r}") from None
-    if value < minimum:
-        raise InvalidConfigError(f"option {name} must be >= {minimum}, not {value}")
-    return value
+    return default if raw is None else parse_config_int(f"option {name}", raw, minimum, _LONG_MAX)
 
 
 def _offsets_spec(options: Any, name: str, default: str) -> str | dict[str, dict[int, int]]:
