@@ -19,7 +19,7 @@ from moto_s3 import s3, s3_server  # noqa: E402,F401
 from test_spark import build_log  # noqa: E402
 
 from kafkalog import SMALL_BLOCK_SIZE, AppendOrigin, Compression, ControlRecordType, FileRecords, Log, LogConfig, RecordBatchBuilder, Storage, normalize_path  # noqa: E402
-from kafkalog.errors import CorruptRecordError, InvalidConfigError  # noqa: E402
+from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidOffsetError  # noqa: E402
 from kafkalog.spark import read_records  # noqa: E402
 
 URL = "s3://cloud/logs"
@@ -217,3 +217,31 @@ def test_corrupt_batches_on_s3_are_named_or_skipped(s3, uploaded, tmp_path):
     assert info.value.file == f"s3://cloud/bad/orders-0/{log.name}" and info.value.position == 0
     assert rows("s3://cloud/bad", storage_options=s3.options, fail_on_corruption=False) == \
         rows(bad, fail_on_corruption=False)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_segment_deleted_after_planning(s3, tmp_path, fail):
+    """A segment deleted between planning and reading (retention) is reported as data loss, or
+    skipped with failOnDataLoss=false: its GET fails (the reader asks no HEAD first)."""
+    build_log(tmp_path / "orders-0", batches=120)
+    url = f"s3://cloud/deleted-{fail}"
+    s3.put_dir(tmp_path, url)
+    logs = sorted(p.name for p in (tmp_path / "orders-0").glob("*.log"))
+    assert len(logs) > 2
+    from kafkalog.spark import read_columns
+
+    parts = read_columns(url, storage_options=s3.options, fail_on_data_loss=fail, max_records_per_batch=1)
+    first = next(parts)  # planned, and the first segment is being read
+    assert first.columns.offset[0] == 0
+    s3.fs.rm(f"{url[len('s3://'):]}/orders-0/{logs[1]}")
+    s3.clear()
+    if fail:
+        with pytest.raises(InvalidOffsetError, match="deleted .* before it was read") as err:
+            list(parts)
+        assert logs[1] in str(err.value)
+    else:
+        offsets = [int(o) for part in parts for o in part.columns.offset]
+        base1, base2 = int(logs[1][:-4]), int(logs[2][:-4])
+        assert offsets and not [o for o in offsets if base1 <= o < base2]
+        assert offsets[-1] == 599
+    assert not [r for r in s3.log if r.method == "HEAD" and r.path.endswith(".log")]

@@ -163,14 +163,10 @@ class _BatchHeaders(NamedTuple):
 
 def _read_slice_batches(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColumns, _BatchHeaders | None]]:
     """:func:`_read_slice`, each part with the headers of the batches it came from when
-    ``includeMetadata`` asks for them (else None)."""
-    want = options.include_metadata
-    stats = _Stats(options.stats_path)
+    ``includeMetadata`` asks for them (else None). A segment deleted before or while it is read
+    (retention) fails the read or, with ``failOnDataLoss=false``, ends it with a warning."""
     try:
-        # Remote: one ranged request per read-ahead block, never past the slice's end (the
-        # window's last batch is whole inside it: the planner ends slices at batch boundaries).
-        records = FileRecords.open(s.path, storage=options.storage, block_size=DEFAULT_BLOCK_SIZE,
-                                   end=s.end_position)
+        yield from _read_window(s, options)
     except FileNotFoundError:
         if options.fail_on_data_loss:
             raise InvalidOffsetError(
@@ -178,7 +174,18 @@ def _read_slice_batches(s: _Slice, options: _ReadOptions) -> Iterator[tuple[Reco
                 file=s.path,
             ) from None
         _log.warning("kafkalog: %s was deleted before it was read; skipped (failOnDataLoss=false)", s.path)
-        return
+
+
+def _read_window(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColumns, _BatchHeaders | None]]:
+    """The body of :func:`_read_slice_batches` (FileNotFoundError passes through)."""
+    want = options.include_metadata
+    stats = _Stats(options.stats_path)
+    # Remote: one ranged request per read-ahead block, never past the slice's end (the window's
+    # last batch is whole inside it: the planner ends slices at batch boundaries). The window's
+    # end stands for the file's size, which saves a HEAD: nothing past it is read, and a file
+    # deleted since planning fails its first GET instead.
+    records = FileRecords.open(s.path, storage=options.storage, block_size=DEFAULT_BLOCK_SIZE,
+                               end=s.end_position, size=s.end_position)
     stats.segments.append(s.path)
     aborted = _Aborted(s.aborted) if s.aborted is not None else None
     # Without read_committed nothing needs a batch's body before decoding: the walk only frames
