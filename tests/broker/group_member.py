@@ -64,10 +64,25 @@ def run_sync(client: str, bootstrap: str, topic: str, group: str, session_ms: in
         from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
             enable_auto_commit=False, session_timeout_ms=session_ms, heartbeat_interval_ms=HEARTBEAT_MS,
             max_poll_interval_ms=30000, fetch_max_wait_ms=50, request_timeout_ms=31000,
         )
+        # Subscribed, then the topic's metadata fetched, before the first poll(). kafka-python
+        # 3.0.12 rebuilds its "metadata snapshot" only when metadata arrives: a leader that joins
+        # before a metadata update has seen the subscription assigns with a stale snapshot, and
+        # the next update makes it rejoin -- a rejoin it starts without setting its own
+        # rejoin_needed flag. When a poll() times out while that JoinGroup/SyncGroup is in flight
+        # (slow replies on a busy machine), the leader's new assignment makes need_rejoin()
+        # false before the next poll awaits the finished join, so no poll ever completes it:
+        # heartbeats stay disabled, no partition is assigned, the broker expires the member
+        # after its session timeout and it never rejoins. (A client-side race, reproduced under
+        # CPU load; fetching the metadata after subscribe() makes the snapshot right before
+        # the first join, so that rejoin never happens.)
+        consumer.subscribe([topic])
+        if not consumer.partitions_for_topic(topic):
+            emit(error=f"topic {topic} has no partitions")
+            return
 
         def poll():
             got = consumer.poll(timeout_ms=int(POLL_S * 1000))
