@@ -20,7 +20,7 @@ pytest.importorskip("pyspark")
 from moto_s3 import s3, s3_server  # noqa: E402,F401
 from pyspark.sql.types import BinaryType, StructField, StructType  # noqa: E402
 
-from kafkalog import Storage  # noqa: E402
+from kafkalog import LEADER_EPOCH_CHECKPOINT, FileRecords, Log, LogConfig, RecordBatchBuilder, Storage  # noqa: E402
 from kafkalog.spark import read_records  # noqa: E402
 from kafkalog.spark._write import _write_options, _Writer  # noqa: E402
 
@@ -220,3 +220,40 @@ def test_abort_deletes_the_staged_segments(s3):
     w.abort(messages)
     s3.fs.invalidate_cache()
     assert s3.fs.find("writes/abort") == []
+
+
+def _epochs(s3, url: str) -> list[tuple[int, int]]:
+    """(base offset, partition leader epoch) of every batch of partition ``t-0`` at ``url``."""
+    storage = Storage.for_path(url, s3.options)
+    out = []
+    for name in sorted(storage.list_files(f"{url}/t-0")):
+        if name.endswith(".log"):
+            with FileRecords.open(f"{url}/t-0/{name}", storage=storage) as records:
+                out += [(b.base_offset, b.partition_leader_epoch) for b in records.batches()]
+    return out
+
+
+@pytest.mark.parametrize("how", ["claims", "driver", "no-checkpoint"])
+def test_appends_continue_the_partitions_leader_epoch(s3, tmp_path, monkeypatch, how):
+    """A partition a broker wrote in leader epoch 7 is continued in epoch 7 (found from the
+    leader-epoch-checkpoint or the last batch), by the executors' claims and by the driver:
+    an epoch below one already in the log would make Kafka's epoch cache drop its entries."""
+    for p in range(2):
+        with Log.open(tmp_path / f"t-{p}", LogConfig()) as log:
+            builder = RecordBatchBuilder()
+            builder.append(b"k", b"v", timestamp=1_700_000_000_000)
+            log.append(builder.build(), leader_epoch=7)
+    if how == "no-checkpoint":
+        for p in range(2):
+            (tmp_path / f"t-{p}" / LEADER_EPOCH_CHECKPOINT).unlink()
+    if how == "driver":
+        monkeypatch.setattr(Storage, "exclusive_create", property(lambda self: False))
+    s3.make_bucket("writes")
+    url = f"s3://writes/epoch-{how}"
+    s3.put_dir(tmp_path, url)
+    w = writer(s3, url)
+    w.commit([w.stage(rows(a, 200), a, f"e{a}") for a in range(2)])
+    epochs = _epochs(s3, url)
+    assert epochs[0] == (0, 7) and len(epochs) > 2
+    assert {e for _, e in epochs} == {7}
+    assert [o for o, _ in read_back(s3, url)[0]][:3] == [0, 1, 2]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .. import (
+    LEADER_EPOCH_CHECKPOINT,
     LOG_OVERHEAD,
     LOG_START_OFFSET_CHECKPOINT,
     MAGIC_V2,
@@ -21,6 +22,7 @@ from .. import (
     SMALL_BLOCK_SIZE,
     AbortedTxn,
     FileRecords,
+    LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     OffsetIndex,
     RecordBatch,
@@ -105,6 +107,7 @@ class _PartitionLog:
             for base, path, size in _segments(storage, pdir.path)
         ]
         self._end: tuple[int, int] | None = None
+        self._last_epoch = -1  # the partition leader epoch of the last batch _end_facts framed
         self._log_start: int | None = None
 
     def _headers(self, i: int, records: FileRecords, position: int) -> Iterator[RecordBatch]:
@@ -169,6 +172,7 @@ class _PartitionLog:
             try:
                 for batch in records.slice(position).batches():
                     next_offset, end = batch.next_offset, _span(batch)[1]
+                    self._last_epoch = batch.partition_leader_epoch if batch.magic >= MAGIC_V2 else -1
             except _READ_ERRORS as e:
                 if records.read(end, LOG_OVERHEAD) == bytes(LOG_OVERHEAD):
                     pass  # a zero header: the preallocated tail of an active segment (preallocate=true)
@@ -179,6 +183,22 @@ class _PartitionLog:
                     next_offset, end = _NO_END, records.size_in_bytes
         self._end = (max(next_offset, last.base), end)
         return self._end
+
+    def latest_epoch(self) -> int:
+        """The leader epoch a writer continuing this partition appends with: the greater of the
+        last batch's and ``leader-epoch-checkpoint``'s latest, else 0. (A broker's leader never
+        appends below an epoch already in the log; Kafka's epoch cache would drop every entry
+        at or above a lower epoch appended after them.)"""
+        self._end_facts()
+        epoch = self._last_epoch
+        checkpoint = Storage.join(self.dir.path, LEADER_EPOCH_CHECKPOINT)
+        try:
+            entries = LeaderEpochCheckpointFile(checkpoint).parse(self.storage.read_bytes(checkpoint))
+        except (CorruptCheckpointError, OSError):
+            entries = []
+        if entries:
+            epoch = max(epoch, entries[-1].epoch)
+        return max(epoch, 0)
 
     def last_stable_offset(self) -> int:
         """The first offset of the earliest transaction with no marker yet, else the log end:

@@ -8,9 +8,10 @@ passes through the driver.
 1. A task attempt builds its batches for each partition in a local temporary file (``_write``).
 2. It *claims* the partition's next offsets: it creates, exclusively (S3's conditional PUT,
    ``If-None-Match: *``), the claim object ``<staging>/claims/<topic>-<partition>/<k>`` naming
-   itself and its range ``[base, end)`` -- ``base`` is the end of claim ``k - 1``, or the
-   partition's log end offset for claim 0 -- and re-lists and takes the next ``k`` when another
-   attempt won that number. Claims are taken in the order attempts finish.
+   itself, its range ``[base, end)`` and the leader epoch its batches carry -- ``base`` and the
+   epoch are claim ``k - 1``'s end and epoch, or for claim 0 the partition's log end offset and
+   latest epoch -- and re-lists and takes the next ``k`` when another attempt won that number.
+   Claims are taken in the order attempts finish.
 3. It appends its batches through :class:`kafkalog.Log` into a local directory started at
    ``base`` (offsets assigned, segments rolled by ``segment.bytes``, indexes kept, as a broker
    appends) and uploads the segments under ``<staging>/segments/<topic>-<partition>/<k>/``,
@@ -86,15 +87,22 @@ def _partition_url(path: str, topic: str, partition: int) -> str:
 
 def _remote_end(storage: Storage, directory: str, topic: str, partition: int) -> int:
     """The log end offset of a partition directory on the store (0 when it has no segment)."""
+    return _remote_tail(storage, directory, topic, partition)[0]
+
+
+def _remote_tail(storage: Storage, directory: str, topic: str, partition: int) -> tuple[int, int]:
+    """The log end offset of a partition directory on the store (0 when it has no segment) and
+    the leader epoch new batches continue it with (``_PartitionLog.latest_epoch``)."""
     plog = _PartitionLog(_PartitionDir(topic, partition, directory),
                          _ReadOptions(path=directory, storage_options=storage.storage_options))
-    return plog.end_offset if plog.segments else 0
+    return (plog.end_offset if plog.segments else 0), plog.latest_epoch()
 
 
 def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int, attempt: str,
-           count: int) -> tuple[int, int]:
+           count: int) -> tuple[int, int, int]:
     """Claim the next ``count`` offsets of ``topic-partition`` for ``attempt`` (module
-    docstring, step 2): ``(k, base)``.
+    docstring, step 2): ``(k, base, epoch)``, ``epoch`` being the leader epoch the batches are
+    appended with -- the partition's latest, found by claim 0 and handed on by each claim.
 
     Raises:
         KafkalogError: a claim object is not one this writer made, or no claim could be taken.
@@ -110,17 +118,19 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
         if k:
             url = Storage.join(prefix, f"{k - 1:0{_CLAIM_DIGITS}d}")
             try:
-                base = int(json.loads(storage.read_bytes(url))["end"])
+                previous = json.loads(storage.read_bytes(url))
+                base, epoch = int(previous["end"]), int(previous["epoch"])
             except (ValueError, KeyError, TypeError) as e:
                 raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
         else:
-            base = _remote_end(storage, _partition_url(path, topic, partition), topic, partition)
-        body = json.dumps({"attempt": attempt, "base": base, "end": base + count}, sort_keys=True).encode()
+            base, epoch = _remote_tail(storage, _partition_url(path, topic, partition), topic, partition)
+        body = json.dumps({"attempt": attempt, "base": base, "end": base + count, "epoch": epoch},
+                          sort_keys=True).encode()
         try:
             storage.create_exclusive(Storage.join(prefix, f"{k:0{_CLAIM_DIGITS}d}"), body)
         except FileExistsError:
             continue  # another attempt took number k first: its end is the next base
-        return k, base
+        return k, base, epoch
     raise KafkalogError(f"no offsets of {topic}-{partition} could be claimed in {_MAX_CLAIM_TRIES} tries", file=prefix)
 
 
@@ -134,12 +144,12 @@ def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, confi
         prefix = Storage.join(staging, attempt)
         storage.put_file(batches_file, Storage.join(prefix, os.path.basename(batches_file)))
         return prefix, None
-    k, base = _claim(storage, path, staging, topic, partition, attempt, count)
+    k, base, epoch = _claim(storage, path, staging, topic, partition, attempt, count)
     work = os.path.join(local_dir, f"{topic}-{partition}")
     with Log.open(work, config) as log:
         if base:
             log.truncate_fully_and_start_at(base)
-        _append_file(log, batches_file)
+        _append_file(log, batches_file, epoch)
         if log.log_end_offset != base + count:  # the count claimed is the count appended
             raise KafkalogError(f"claimed {count} offsets of {topic}-{partition} but appended "
                                 f"{log.log_end_offset - base}", file=batches_file)
@@ -152,10 +162,9 @@ def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, confi
     return prefix, _Claimed(k, base, base + count, prefix, tuple(files))
 
 
-def _append_file(log: Log, batches_file: str, storage: Storage | None = None) -> None:
+def _append_file(log: Log, batches_file: str, epoch: int, storage: Storage | None = None) -> None:
     """Append every batch of a staged batch file (or a staged segment; local, or read in place
-    on ``storage``) as the leader would."""
-    epoch = log.latest_epoch if log.latest_epoch is not None else 0
+    on ``storage``) as the leader in ``epoch`` would."""
     with FileRecords.open(batches_file, storage=storage) as records:
         for batch in records.batches(validate=True, strict=True):
             log.append(MemoryRecords(bytes(batch.entry())), leader_epoch=epoch)
@@ -215,7 +224,7 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
     try:
         for (topic, partition), group in sorted(by_tp.items()):
             target = _partition_url(path, topic, partition)
-            end = _remote_end(storage, target, topic, partition)
+            end, epoch = _remote_tail(storage, target, topic, partition)
             claims = _chain(group, end, preserve_order)
             if claims is not None:
                 for claim in claims:
@@ -233,7 +242,7 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
                     staged.append(Storage.join(item.prefix, item.file))
                 else:
                     staged.extend(Storage.join(item.prefix, n) for n in item.claim.files if n.endswith(".log"))
-            _append_through_driver(storage, config, target, topic, partition, end, staged, uploaded)
+            _append_through_driver(storage, config, target, topic, partition, end, epoch, staged, uploaded)
     except BaseException:
         for url in reversed(uploaded):
             storage.remove(url)
@@ -258,10 +267,10 @@ def _chain(group: Sequence[_Item], end: int, preserve_order: bool) -> list[_Clai
 
 
 def _append_through_driver(storage: Storage, config: LogConfig, target: str, topic: str, partition: int,
-                           end: int, staged: Iterable[str], uploaded: list[str]) -> None:
+                           end: int, epoch: int, staged: Iterable[str], uploaded: list[str]) -> None:
     """Append the staged batch files (URLs, in order, read in place) to the partition at
-    ``target`` as new segments from its log end offset ``end``, uploaded by the driver (module
-    docstring, step 5)."""
+    ``target`` as new segments from its log end offset ``end`` in leader epoch ``epoch``,
+    uploaded by the driver (module docstring, step 5)."""
     work = tempfile.mkdtemp(prefix="kafkalog-commit-")
     try:
         local_dir = os.path.join(work, f"{topic}-{partition}")
@@ -269,7 +278,7 @@ def _append_through_driver(storage: Storage, config: LogConfig, target: str, top
             if end:
                 log.truncate_fully_and_start_at(end)
             for url in staged:
-                _append_file(log, url, storage)
+                _append_file(log, url, epoch, storage)
             log.flush()
         _upload_segments(storage, local_dir, target, uploaded)
     finally:
