@@ -11,7 +11,10 @@ passes through the driver.
    itself, its range ``[base, end)`` and the leader epoch its batches carry -- ``base`` and the
    epoch are claim ``k - 1``'s end and epoch, or for claim 0 the partition's log end offset and
    latest epoch -- and re-lists and takes the next ``k`` when another attempt won that number.
-   Claims are taken in the order attempts finish.
+   Claims are taken in the order attempts finish. A store without a conditional create gets
+   *optimistic* claims: the attempt writes ``<k>.<attempt>``, lists again and, when another
+   attempt wrote number ``k`` too, deletes its own and retries after a random wait (after
+   ``_MAX_COLLISIONS`` it stages its batch file for the driver instead, step 5).
 3. It appends its batches through :class:`kafkalog.Log` into a local directory started at
    ``base`` (offsets assigned, segments rolled by ``segment.bytes``, indexes kept, as a broker
    appends) and uploads the segments under ``<staging>/segments/<topic>-<partition>/<k>/``,
@@ -29,7 +32,7 @@ passes through the driver.
    and then failed or lost to a speculative twin (a hole), another writer appended meanwhile,
    attempts claimed out of Spark-partition order (with ``preserveOrder``; ``preserveOrder=false``
    keeps the claim order instead -- each attempt's records together and in their order, what
-   Spark's Kafka sink gives), or the store has no exclusive create (only S3 is trusted with it).
+   Spark's Kafka sink gives), or an attempt's optimistic claims kept colliding.
 
 A failed commit deletes every object it put into partition directories, newest first; the
 staging prefix is deleted at the end of the job either way.
@@ -40,8 +43,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -67,6 +72,11 @@ _CLAIM_DIGITS = 10
 #: Attempts at a claim before giving up: each lost race means another attempt claimed, so this
 #: bounds the loop far above the attempts one job runs against one partition.
 _MAX_CLAIM_TRIES = 100_000
+#: Optimistic claims (stores without a conditional create): collisions an attempt backs off
+#: from (a random wait up to _BACKOFF_S times the collisions so far, at most 10 of them) before
+#: it gives up claiming and stages its batch file for the driver.
+_MAX_COLLISIONS = 30
+_BACKOFF_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -98,39 +108,77 @@ def _remote_tail(storage: Storage, directory: str, topic: str, partition: int) -
     return (plog.end_offset if plog.segments else 0), plog.latest_epoch()
 
 
+def _claims_by_number(storage: Storage, prefix: str) -> dict[int, list[str]]:
+    """The claim objects under ``prefix`` by claim number (``<k>``, or ``<k>.<attempt>`` where
+    claims are optimistic)."""
+    try:
+        names = storage.list_files(prefix)
+    except FileNotFoundError:
+        return {}
+    out: dict[int, list[str]] = {}
+    for name in sorted(names):
+        number = name.split(".", 1)[0]
+        if number.isdigit():
+            out.setdefault(int(number), []).append(name)
+    return out
+
+
 def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int, attempt: str,
-           count: int) -> tuple[int, int, int]:
+           count: int) -> tuple[int, int, int] | None:
     """Claim the next ``count`` offsets of ``topic-partition`` for ``attempt`` (module
     docstring, step 2): ``(k, base, epoch)``, ``epoch`` being the leader epoch the batches are
     appended with -- the partition's latest, found by claim 0 and handed on by each claim.
+    None when optimistic claims kept colliding (the attempt then stages its batch file).
 
     Raises:
         KafkalogError: a claim object is not one this writer made, or no claim could be taken.
     """
     prefix = Storage.join(staging, "claims", f"{topic}-{partition}")
+    exclusive = storage.exclusive_create
+    backoff = random.Random()  # jitter only: two colliding attempts must not retry in step
+    collisions = 0
     for _ in range(_MAX_CLAIM_TRIES):
-        try:
-            names = storage.list_files(prefix)
-        except FileNotFoundError:
-            names = {}
-        numbers = sorted(int(n) for n in names if n.isdigit())
-        k = numbers[-1] + 1 if numbers else 0
+        claims = _claims_by_number(storage, prefix)
+        k = max(claims) + 1 if claims else 0
         if k:
-            url = Storage.join(prefix, f"{k - 1:0{_CLAIM_DIGITS}d}")
+            holders = claims[k - 1]
+            if len(holders) > 1:  # optimistic claims still colliding on k - 1: one steps back soon
+                collisions += 1
+                if collisions > _MAX_COLLISIONS:
+                    return None
+                time.sleep(backoff.uniform(0, _BACKOFF_S * min(collisions, 10)))
+                continue
+            url = Storage.join(prefix, holders[0])
             try:
                 previous = json.loads(storage.read_bytes(url))
                 base, epoch = int(previous["end"]), int(previous["epoch"])
+            except FileNotFoundError:
+                continue  # an optimistic claim that stepped back since the listing: list again
             except (ValueError, KeyError, TypeError) as e:
                 raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
         else:
             base, epoch = _remote_tail(storage, _partition_url(path, topic, partition), topic, partition)
         body = json.dumps({"attempt": attempt, "base": base, "end": base + count, "epoch": epoch},
                           sort_keys=True).encode()
-        try:
-            storage.create_exclusive(Storage.join(prefix, f"{k:0{_CLAIM_DIGITS}d}"), body)
-        except FileExistsError:
-            continue  # another attempt took number k first: its end is the next base
-        return k, base, epoch
+        if exclusive:
+            try:
+                storage.create_exclusive(Storage.join(prefix, f"{k:0{_CLAIM_DIGITS}d}"), body)
+            except FileExistsError:
+                continue  # another attempt took number k first: its end is the next base
+            return k, base, epoch
+        # Optimistic (no conditional create): write a claim of its own name, then list again.
+        # With a store whose listings show every write that completed before them, of two
+        # attempts writing number k at least one sees the other and steps back, so at most one
+        # keeps k; the commit's chain check catches anything a weaker store lets through.
+        mine = f"{k:0{_CLAIM_DIGITS}d}.{attempt}"
+        storage.put_bytes(Storage.join(prefix, mine), body)
+        if _claims_by_number(storage, prefix).get(k) == [mine]:
+            return k, base, epoch
+        storage.remove(Storage.join(prefix, mine))
+        collisions += 1
+        if collisions > _MAX_COLLISIONS:
+            return None
+        time.sleep(backoff.uniform(0, _BACKOFF_S * min(collisions, 10)))
     raise KafkalogError(f"no offsets of {topic}-{partition} could be claimed in {_MAX_CLAIM_TRIES} tries", file=prefix)
 
 
@@ -140,11 +188,14 @@ def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, confi
     """Put one attempt's batches for one partition on the store (module docstring, steps 2-3):
     as segments under a claim where the store can claim, else as the batch file itself.
     Returns the staged prefix and the claim (None without one)."""
-    if not storage.exclusive_create:
+    claimed = _claim(storage, path, staging, topic, partition, attempt, count)
+    if claimed is None:
+        _log.info("kafkalog write: %s-%d: offset claims kept colliding; %s stages its batches for the "
+                  "driver", topic, partition, attempt)
         prefix = Storage.join(staging, attempt)
         storage.put_file(batches_file, Storage.join(prefix, os.path.basename(batches_file)))
         return prefix, None
-    k, base, epoch = _claim(storage, path, staging, topic, partition, attempt, count)
+    k, base, epoch = claimed
     work = os.path.join(local_dir, f"{topic}-{partition}")
     with Log.open(work, config) as log:
         if base:
