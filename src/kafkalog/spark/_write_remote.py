@@ -140,8 +140,9 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
     for _ in range(_MAX_CLAIM_TRIES):
         claims = _claims_by_number(storage, prefix)
         k = max(claims) + 1 if claims else 0
+        previous_claim: list[str] | None = None
         if k:
-            holders = claims[k - 1]
+            holders = previous_claim = claims[k - 1]
             if len(holders) > 1:  # optimistic claims still colliding on k - 1: one steps back soon
                 collisions += 1
                 if collisions > _MAX_COLLISIONS:
@@ -169,10 +170,12 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
         # Optimistic (no conditional create): write a claim of its own name, then list again.
         # With a store whose listings show every write that completed before them, of two
         # attempts writing number k at least one sees the other and steps back, so at most one
-        # keeps k; the commit's chain check catches anything a weaker store lets through.
+        # keeps k. The claim built on (k - 1) must still be there alone: one that was stepping
+        # back when it was read leaves a hole. The commit's chain check catches what is left.
         mine = f"{k:0{_CLAIM_DIGITS}d}.{attempt}"
         storage.put_bytes(Storage.join(prefix, mine), body)
-        if _claims_by_number(storage, prefix).get(k) == [mine]:
+        now = _claims_by_number(storage, prefix)
+        if now.get(k) == [mine] and (previous_claim is None or now.get(k - 1) == previous_claim):
             return k, base, epoch
         storage.remove(Storage.join(prefix, mine))
         collisions += 1
