@@ -34,8 +34,8 @@ from .. import (
     decode_columns,
 )
 from ..errors import InvalidOffsetError
-from ._options import _ReadOptions
 from ._discovery import _segment_file
+from ._options import _ReadOptions
 from ._partition import _READ_ERRORS, _first_entry_after, _span
 from ._plan import _Slice
 from ._stats import _Stats
