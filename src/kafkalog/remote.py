@@ -211,7 +211,10 @@ class Storage:
 
     def _ls(self, path: str) -> list[dict[str, Any]]:
         key = self._key(path)
-        entries = self.fs.ls(key, detail=True, refresh=True) if self.protocol == "s3" else self.fs.ls(key, detail=True)
+        # Never from fsspec's listing cache: a listing must show every write that completed
+        # before it (offset claims, segments published since, a stream's new segments).
+        self.fs.invalidate_cache(key)
+        entries = self.fs.ls(key, detail=True)
         if len(entries) == 1 and entries[0].get("type") == "file" and entries[0]["name"].rstrip("/") == key.rstrip("/"):
             raise NotADirectoryError(path)
         return entries
@@ -225,12 +228,17 @@ class Storage:
             return False
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(path) if self.is_local else bool(self.fs.exists(self._key(path)))
+        if self.is_local:
+            return os.path.exists(path)
+        key = self._key(path)
+        self.fs.invalidate_cache(key)  # not a cached listing's answer (see _ls)
+        return bool(self.fs.exists(key))
 
     def size(self, path: str) -> int:
         """The length of file ``path``. Raises FileNotFoundError."""
         if self.is_local:
             return os.path.getsize(path)
+        self.fs.invalidate_cache(self._key(path))
         info = self.fs.info(self._key(path))
         if info.get("type") == "directory":
             raise IsADirectoryError(path)

@@ -153,8 +153,11 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
             try:
                 previous = json.loads(storage.read_bytes(url))
                 base, epoch = int(previous["end"]), int(previous["epoch"])
-            except FileNotFoundError:
-                continue  # an optimistic claim that stepped back since the listing: list again
+            except FileNotFoundError:  # an optimistic claim that stepped back since the listing
+                collisions += 1
+                if collisions > _MAX_COLLISIONS:
+                    return None
+                continue
             except (ValueError, KeyError, TypeError) as e:
                 raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
         else:

@@ -1,0 +1,93 @@
+"""The data source's writer and reader on Azure Blob Storage (Azurite on 127.0.0.1, adlfs): a
+store without a conditional create, so task attempts claim offsets optimistically -- and the
+executors still build and publish the segments, the commit copying them inside the store.
+Attempts are driven through ``_Writer.stage`` as Spark's tasks call it (tests/spark/
+test_write_remote.py has the same on S3)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+pytest.importorskip("fsspec")
+pytest.importorskip("adlfs")
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from azurite import azure  # noqa: E402,F401
+from pyspark.sql.types import BinaryType, StructField, StructType  # noqa: E402
+from test_write_remote import check_exactly_once, rows  # noqa: E402
+
+from kafkalog import SEGMENT_FILE, Storage  # noqa: E402
+from kafkalog.spark import read_records  # noqa: E402
+from kafkalog.spark._write import _write_options, _Writer  # noqa: E402
+
+SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+
+
+def writer(azure, url: str, **extra: str) -> _Writer:
+    options = {"path": url, "topic": "t", "numPartitions": "2", "segment.bytes": "4000",
+               "maxBatchBytes": "1000", "storageOptions": json.dumps(azure.options), **extra}
+    return _Writer(_write_options(options, SCHEMA, False))
+
+
+def read_back(azure, url: str) -> dict[int, list[tuple[int, str]]]:
+    out: dict[int, list[tuple[int, str]]] = {}
+    for r in read_records(url, storage_options=azure.options):
+        out.setdefault(r.partition, []).append((r.offset, r.value.decode()))
+    return out
+
+
+def test_azure_is_a_store_with_optimistic_claims(azure):
+    assert Storage.for_path("abfs://box/x", azure.options).exclusive_create is False
+
+
+def test_two_jobs_publish_from_the_executors_and_continue_the_offsets(azure):
+    azure.make_container("writes")
+    url = "abfs://writes/jobs"
+    first = writer(azure, url)
+    messages = [first.stage(rows(a, 300), a, f"j{a}") for a in range(3)]
+    assert all(item.claim is not None for m in messages for item in m.staged)  # executors built segments
+    first.commit(messages)
+    second = writer(azure, url)
+    messages = [second.stage(rows(a, 200), a - 3, f"k{a}") for a in (3, 4)]
+    assert all(item.claim is not None for m in messages for item in m.staged)
+    second.commit(messages)
+    check_exactly_once(read_back(azure, url), {0: 300, 1: 300, 2: 300, 3: 200, 4: 200})
+    # every published segment came with its indexes, and the staging prefix is gone
+    storage = Storage.for_path(url, azure.options)
+    assert ".kafkalog-staging" not in storage.list_dirs(url)
+    for p in (0, 1):
+        names = storage.list_files(f"{url}/t-{p}")
+        logs = [n for n in names if n.endswith(".log")]
+        assert len(logs) > 2 and all(SEGMENT_FILE.match(n) for n in names)
+        assert all(n[:-4] + ".index" in names and n[:-4] + ".timeindex" in names for n in logs)
+
+
+def test_attempts_racing_for_claims_on_azure(azure):
+    azure.make_container("writes")
+    url = "abfs://writes/race"
+    w = writer(azure, url, partition="0", preserveOrder="false")
+    messages: list = [None] * 4
+    errors: list = []
+    start = threading.Barrier(4)
+
+    def task(a: int) -> None:
+        start.wait(timeout=60)
+        try:
+            messages[a] = w.stage(rows(a, 100), a, f"r{a}")
+        except Exception as e:  # reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=task, args=(a,)) for a in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and all(m is not None for m in messages), errors
+    claims = [m.staged[0].claim.k for m in messages if m.staged[0].claim is not None]
+    assert len(set(claims)) == len(claims)  # no two attempts kept one number
+    w.commit(messages)
+    check_exactly_once(read_back(azure, url), dict.fromkeys(range(4), 100))
