@@ -91,3 +91,40 @@ def test_attempts_racing_for_claims_on_azure(azure):
     assert len(set(claims)) == len(claims)  # no two attempts kept one number
     w.commit(messages)
     check_exactly_once(read_back(azure, url), dict.fromkeys(range(4), 100))
+
+
+def test_cli_reads_abfs_in_place_and_writes_nothing(azure, tmp_path, monkeypatch):
+    """``kafkalog verify`` and ``stat`` on an abfs:// URL (credentials from adlfs's own
+    AZURE_STORAGE_CONNECTION_STRING) print what they print for the local copy, and leave every
+    blob as it was."""
+    import io
+
+    from test_spark import build_log
+
+    from kafkalog.tools import main
+
+    local = tmp_path / "logs"
+    build_log(local / "orders-0", batches=40)
+    build_log(local / "orders-1", batches=5)
+    azure.make_container("cli")
+    fs = azure.fs
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.put_file(str(file), "cli/logs/" + file.relative_to(local).as_posix())
+    url = "abfs://cli/logs"
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azure.options["connection_string"])
+
+    def blobs() -> dict[str, str]:
+        fs.invalidate_cache()
+        return {info["name"]: info["etag"] for info in fs.find("cli", detail=True).values()}
+
+    def run(*argv: str) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), stdout=out, stderr=err), out.getvalue()
+
+    before = blobs()
+    for argv in (["verify", "--json"], ["stat"], ["verify"]):
+        status, remote = run(*argv, url)
+        local_status, text = run(*argv, str(local))
+        assert (status, remote) == (local_status, text.replace(str(local), url)), argv
+    assert run("verify", url)[0] == 0
+    assert blobs() == before
