@@ -135,27 +135,34 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
     """
     prefix = Storage.join(staging, "claims", f"{topic}-{partition}")
     exclusive = storage.exclusive_create
-    backoff = random.Random()  # jitter only: two colliding attempts must not retry in step
+    jitter = random.Random()  # two colliding attempts must not retry in step
     collisions = 0
+
+    def back_off() -> bool:
+        """Count a collision and wait a random while; False once there were too many."""
+        nonlocal collisions
+        collisions += 1
+        if collisions > _MAX_COLLISIONS:
+            return False
+        time.sleep(jitter.uniform(0, _BACKOFF_S * min(collisions, 10)))
+        return True
+
     for _ in range(_MAX_CLAIM_TRIES):
         claims = _claims_by_number(storage, prefix)
         k = max(claims) + 1 if claims else 0
-        previous_claim: list[str] | None = None
+        holders: list[str] | None = None  # the claim(s) of number k - 1
         if k:
-            holders = previous_claim = claims[k - 1]
+            holders = claims[k - 1]
             if len(holders) > 1:  # optimistic claims still colliding on k - 1: one steps back soon
-                collisions += 1
-                if collisions > _MAX_COLLISIONS:
+                if not back_off():
                     return None
-                time.sleep(backoff.uniform(0, _BACKOFF_S * min(collisions, 10)))
                 continue
             url = Storage.join(prefix, holders[0])
             try:
                 previous = json.loads(storage.read_bytes(url))
                 base, epoch = int(previous["end"]), int(previous["epoch"])
             except FileNotFoundError:  # an optimistic claim that stepped back since the listing
-                collisions += 1
-                if collisions > _MAX_COLLISIONS:
+                if not back_off():
                     return None
                 continue
             except (ValueError, KeyError, TypeError) as e:
@@ -178,13 +185,11 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
         mine = f"{k:0{_CLAIM_DIGITS}d}.{attempt}"
         storage.put_bytes(Storage.join(prefix, mine), body)
         now = _claims_by_number(storage, prefix)
-        if now.get(k) == [mine] and (previous_claim is None or now.get(k - 1) == previous_claim):
+        if now.get(k) == [mine] and (holders is None or now.get(k - 1) == holders):
             return k, base, epoch
         storage.remove(Storage.join(prefix, mine))
-        collisions += 1
-        if collisions > _MAX_COLLISIONS:
+        if not back_off():
             return None
-        time.sleep(backoff.uniform(0, _BACKOFF_S * min(collisions, 10)))
     raise KafkalogError(f"no offsets of {topic}-{partition} could be claimed in {_MAX_CLAIM_TRIES} tries", file=prefix)
 
 
@@ -192,8 +197,8 @@ def _stage_remote(storage: Storage, path: str, staging: str, attempt: str, confi
                   local_dir: str, topic: str, partition: int, batches_file: str, count: int
                   ) -> tuple[str, _Claimed | None]:
     """Put one attempt's batches for one partition on the store (module docstring, steps 2-3):
-    as segments under a claim where the store can claim, else as the batch file itself.
-    Returns the staged prefix and the claim (None without one)."""
+    as segments under a claim, or as the batch file itself when optimistic claims kept
+    colliding. Returns the staged prefix and the claim (None without one)."""
     claimed = _claim(storage, path, staging, topic, partition, attempt, count)
     if claimed is None:
         _log.info("kafkalog write: %s-%d: offset claims kept colliding; %s stages its batches for the "
