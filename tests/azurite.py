@@ -12,7 +12,6 @@ without node/npm, or without adlfs, the tests that use it are skipped.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -22,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import scaled
+from conftest import npm_modules, scaled
 
 AZURITE_VERSION = "3.35.0"
 # Azurite's documented development account (a fixed, public key).
@@ -32,18 +31,8 @@ KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr
 
 def azurite_binary() -> Path | None:
     """``azurite-blob`` installed with npm into the node cache directory (once), or None."""
-    if not (shutil.which("node") and shutil.which("npm")):
-        return None
-    cache = Path(os.environ.get("KAFKALOG_NODE_CACHE", Path.home() / ".cache" / "kafkalog-node"))
-    binary = cache / "node_modules" / ".bin" / "azurite-blob"
-    if not binary.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        try:
-            subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund", "--silent",
-                            f"azurite@{AZURITE_VERSION}"], check=True, timeout=300, capture_output=True)
-        except (subprocess.SubprocessError, OSError):
-            return None
-    return binary if binary.exists() else None
+    modules = npm_modules("azurite", AZURITE_VERSION)
+    return None if modules is None else modules / ".bin" / "azurite-blob"
 
 
 class Azurite:

@@ -125,6 +125,27 @@ def _timeout_scale() -> float:
 TIMEOUT_SCALE = _timeout_scale()
 
 
+def npm_modules(package: str, version: str) -> Path | None:
+    """The ``node_modules`` directory of the test's node cache with ``package@version``
+    installed by npm (once; ``KAFKALOG_NODE_CACHE``, default ~/.cache/kafkalog-node), or None
+    without node/npm or when the install fails -- the tests that need it then skip."""
+    import shutil
+    import subprocess
+
+    if not (shutil.which("node") and shutil.which("npm")):
+        return None
+    cache = Path(os.environ.get("KAFKALOG_NODE_CACHE", Path.home() / ".cache" / "kafkalog-node"))
+    modules = cache / "node_modules"
+    if not (modules / package / "package.json").is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        try:
+            subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund", "--silent",
+                            f"{package}@{version}"], check=True, timeout=300, capture_output=True)
+        except (subprocess.SubprocessError, OSError):
+            return None
+    return modules if (modules / package / "package.json").is_file() else None
+
+
 def scaled(seconds: float) -> float:
     """``seconds`` (what an idle machine needs, with a margin) times ``TIMEOUT_SCALE``."""
     return seconds * TIMEOUT_SCALE

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import scaled, wait_until
+from conftest import npm_modules, scaled, wait_until
 
 from kafkalog.broker import Broker
 from kafkalog.tools import committed_offsets
@@ -57,19 +56,8 @@ CLIENTS = [
 
 @pytest.fixture(scope="session")
 def kafkajs_modules() -> Path | None:
-    """kafkajs installed with npm into a cache directory (once), or None without node/npm."""
-    if not (shutil.which("node") and shutil.which("npm")):
-        return None
-    cache = Path(os.environ.get("KAFKALOG_NODE_CACHE", Path.home() / ".cache" / "kafkalog-node"))
-    modules = cache / "node_modules"
-    if not (modules / "kafkajs" / "package.json").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        try:
-            subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund", "--silent",
-                            f"kafkajs@{KAFKAJS_VERSION}"], check=True, timeout=300, capture_output=True)
-        except (subprocess.SubprocessError, OSError):
-            return None
-    return modules
+    """kafkajs installed with npm into the node cache directory (once), or None without node/npm."""
+    return npm_modules("kafkajs", KAFKAJS_VERSION)
 
 
 @pytest.fixture

@@ -6,38 +6,19 @@ test_write_remote.py has the same on S3)."""
 
 from __future__ import annotations
 
-import json
-import threading
-
 import pytest
 
 pytest.importorskip("fsspec")
 pytest.importorskip("adlfs")
-pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from azurite import azure  # noqa: E402,F401
-from pyspark.sql.types import BinaryType, StructField, StructType  # noqa: E402
-from test_write_remote import check_exactly_once, rows  # noqa: E402
+
+# the S3 tests' helpers: they take any server fixture with storage ``options``
+from test_write_remote import check_exactly_once, race, read_back, rows, writer  # noqa: E402
 
 from kafkalog import SEGMENT_FILE, Storage  # noqa: E402
-from kafkalog.spark import read_records  # noqa: E402
-from kafkalog.spark._write import _write_options, _Writer  # noqa: E402
-
-SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
-
-
-def writer(azure, url: str, **extra: str) -> _Writer:
-    options = {"path": url, "topic": "t", "numPartitions": "2", "segment.bytes": "4000",
-               "maxBatchBytes": "1000", "storageOptions": json.dumps(azure.options), **extra}
-    return _Writer(_write_options(options, SCHEMA, False))
-
-
-def read_back(azure, url: str) -> dict[int, list[tuple[int, str]]]:
-    out: dict[int, list[tuple[int, str]]] = {}
-    for r in read_records(url, storage_options=azure.options):
-        out.setdefault(r.partition, []).append((r.offset, r.value.decode()))
-    return out
 
 
 def test_azure_is_a_store_with_optimistic_claims(azure):
@@ -70,23 +51,7 @@ def test_attempts_racing_for_claims_on_azure(azure):
     azure.make_container("writes")
     url = "abfs://writes/race"
     w = writer(azure, url, partition="0", preserveOrder="false")
-    messages: list = [None] * 4
-    errors: list = []
-    start = threading.Barrier(4)
-
-    def task(a: int) -> None:
-        start.wait(timeout=60)
-        try:
-            messages[a] = w.stage(rows(a, 100), a, f"r{a}")
-        except Exception as e:  # reported by the assertion below
-            errors.append(e)
-
-    threads = [threading.Thread(target=task, args=(a,)) for a in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors and all(m is not None for m in messages), errors
+    messages = race(w, 4, 100)
     claims = [m.staged[0].claim.k for m in messages if m.staged[0].claim is not None]
     assert len(set(claims)) == len(claims)  # no two attempts kept one number
     w.commit(messages)

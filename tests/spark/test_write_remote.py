@@ -20,16 +20,24 @@ pytest.importorskip("pyspark")
 from moto_s3 import s3, s3_server  # noqa: E402,F401
 from pyspark.sql.types import BinaryType, StructField, StructType  # noqa: E402
 
-from kafkalog import LEADER_EPOCH_CHECKPOINT, FileRecords, Log, LogConfig, RecordBatchBuilder, Storage  # noqa: E402
+from kafkalog import (  # noqa: E402
+    LEADER_EPOCH_CHECKPOINT,
+    FileRecords,
+    Log,
+    LogConfig,
+    RecordBatchBuilder,
+    Storage,
+)
 from kafkalog.spark import read_records  # noqa: E402
 from kafkalog.spark._write import _write_options, _Writer  # noqa: E402
 
 SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
 
 
-def writer(s3, url: str, **extra: str) -> _Writer:
+def writer(server, url: str, **extra: str) -> _Writer:
+    """The writer a job on ``url`` gets (``server``: a storage fixture with ``options``)."""
     options = {"path": url, "topic": "t", "numPartitions": "2", "segment.bytes": "4000",
-               "maxBatchBytes": "1000", "storageOptions": json.dumps(s3.options), **extra}
+               "maxBatchBytes": "1000", "storageOptions": json.dumps(server.options), **extra}
     return _Writer(_write_options(options, SCHEMA, False))
 
 
@@ -40,9 +48,9 @@ def rows(attempt: int, n: int) -> list[pa.RecordBatch]:
                                        schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]))]
 
 
-def read_back(s3, url: str) -> dict[int, list[tuple[int, str]]]:
+def read_back(server, url: str) -> dict[int, list[tuple[int, str]]]:
     out: dict[int, list[tuple[int, str]]] = {}
-    for r in read_records(url, storage_options=s3.options):
+    for r in read_records(url, storage_options=server.options):
         out.setdefault(r.partition, []).append((r.offset, r.value.decode()))
     return out
 
@@ -103,6 +111,29 @@ def test_a_second_job_continues_the_offsets_and_still_only_copies(s3):
     check_exactly_once(read_back(s3, url), {0: 200, 1: 150, 2: 150})
 
 
+def race(w: _Writer, attempts: int, n: int) -> list:
+    """``attempts`` task attempts staging ``n`` records each, started together on threads:
+    their commit messages (a failed attempt's error is raised here)."""
+    messages: list = [None] * attempts
+    errors: list = []
+    start = threading.Barrier(attempts)
+
+    def task(a: int) -> None:
+        start.wait(timeout=60)
+        try:
+            messages[a] = w.stage(rows(a, n), a, f"r{a}")
+        except Exception as e:  # reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=task, args=(a,)) for a in range(attempts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and all(m is not None for m in messages), errors
+    return messages
+
+
 @pytest.mark.parametrize("exclusive", [True, False])
 def test_attempts_racing_for_claims_get_contiguous_offsets(s3, monkeypatch, exclusive):
     if not exclusive:  # optimistic claims: write, list again, step back on a collision
@@ -110,23 +141,7 @@ def test_attempts_racing_for_claims_get_contiguous_offsets(s3, monkeypatch, excl
     s3.make_bucket("writes")
     url = f"s3://writes/race-{exclusive}"
     w = writer(s3, url, partition="0", preserveOrder="false")  # the order attempts claim in
-    messages: list = [None] * 6
-    errors: list = []
-    start = threading.Barrier(6)
-
-    def task(a: int) -> None:
-        start.wait(timeout=60)
-        try:
-            messages[a] = w.stage(rows(a, 100), a, f"r{a}")
-        except Exception as e:  # reported by the assertion below
-            errors.append(e)
-
-    threads = [threading.Thread(target=task, args=(a,)) for a in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors and all(m is not None for m in messages), errors
+    messages = race(w, 6, 100)
     claims = sorted(m.staged[0].claim.k for m in messages if m.staged[0].claim is not None)
     if exclusive:
         assert claims == list(range(6))

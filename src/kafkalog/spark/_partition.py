@@ -106,8 +106,7 @@ class _PartitionLog:
             _Segment(base, path, size, directory=pdir.path, storage=storage)
             for base, path, size in _segments(storage, pdir.path)
         ]
-        self._end: tuple[int, int] | None = None
-        self._last_epoch = -1  # the partition leader epoch of the last batch _end_facts framed
+        self._end: tuple[int, int, int] | None = None
         self._log_start: int | None = None
 
     def _headers(self, i: int, records: FileRecords, position: int) -> Iterator[RecordBatch]:
@@ -152,13 +151,14 @@ class _PartitionLog:
         """Byte position after the last whole batch of the last segment (as planned)."""
         return self._end_facts()[1]
 
-    def _end_facts(self) -> tuple[int, int]:
-        """(log end offset, end of the last whole batch of the last segment): the last segment's
-        last offset-index entry, then a scan of batch headers to the end."""
+    def _end_facts(self) -> tuple[int, int, int]:
+        """(log end offset, end of the last whole batch of the last segment, that batch's
+        partition leader epoch or -1): the last segment's last offset-index entry, then a scan
+        of batch headers to the end."""
         if self._end is not None:
             return self._end
         if not self.segments:
-            self._end = (0, 0)
+            self._end = (0, 0, -1)
             return self._end
         last = self.segments[-1]
         offsets = last.offsets
@@ -168,11 +168,10 @@ class _PartitionLog:
                 candidate = offsets.entry(offsets.entries - 1).position
                 if 0 < candidate < records.size_in_bytes and batch_at(records, candidate, last.base):
                     position = candidate
-            next_offset, end = last.base, position
+            next_offset, end, final = last.base, position, None
             try:
                 for batch in records.slice(position).batches():
-                    next_offset, end = batch.next_offset, _span(batch)[1]
-                    self._last_epoch = batch.partition_leader_epoch if batch.magic >= MAGIC_V2 else -1
+                    next_offset, end, final = batch.next_offset, _span(batch)[1], batch
             except _READ_ERRORS as e:
                 if records.read(end, LOG_OVERHEAD) == bytes(LOG_OVERHEAD):
                     pass  # a zero header: the preallocated tail of an active segment (preallocate=true)
@@ -181,7 +180,8 @@ class _PartitionLog:
                 else:  # the tail cannot be framed: read to the end of the file, no offset bound
                     _log.warning("kafkalog: %s; reading %s to its end", e, last.path)
                     next_offset, end = _NO_END, records.size_in_bytes
-        self._end = (max(next_offset, last.base), end)
+        epoch = final.partition_leader_epoch if final is not None and final.magic >= MAGIC_V2 else -1
+        self._end = (max(next_offset, last.base), end, epoch)
         return self._end
 
     def latest_epoch(self) -> int:
@@ -189,8 +189,7 @@ class _PartitionLog:
         last batch's and ``leader-epoch-checkpoint``'s latest, else 0. (A broker's leader never
         appends below an epoch already in the log; Kafka's epoch cache would drop every entry
         at or above a lower epoch appended after them.)"""
-        self._end_facts()
-        epoch = self._last_epoch
+        epoch = self._end_facts()[2]
         checkpoint = Storage.join(self.dir.path, LEADER_EPOCH_CHECKPOINT)
         try:
             entries = LeaderEpochCheckpointFile(checkpoint).parse(self.storage.read_bytes(checkpoint))

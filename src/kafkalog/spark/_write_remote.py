@@ -95,17 +95,16 @@ def _partition_url(path: str, topic: str, partition: int) -> str:
     return Storage.join(path, f"{topic}-{partition}")
 
 
+def _remote_log(storage: Storage, directory: str, topic: str, partition: int) -> _PartitionLog:
+    """A partition directory on the store, read-only: its ``end_offset`` (0 when it has no
+    segment) and the ``latest_epoch`` new batches continue it with."""
+    return _PartitionLog(_PartitionDir(topic, partition, directory),
+                         _ReadOptions(path=directory, storage_options=storage.storage_options))
+
+
 def _remote_end(storage: Storage, directory: str, topic: str, partition: int) -> int:
     """The log end offset of a partition directory on the store (0 when it has no segment)."""
-    return _remote_tail(storage, directory, topic, partition)[0]
-
-
-def _remote_tail(storage: Storage, directory: str, topic: str, partition: int) -> tuple[int, int]:
-    """The log end offset of a partition directory on the store (0 when it has no segment) and
-    the leader epoch new batches continue it with (``_PartitionLog.latest_epoch``)."""
-    plog = _PartitionLog(_PartitionDir(topic, partition, directory),
-                         _ReadOptions(path=directory, storage_options=storage.storage_options))
-    return (plog.end_offset if plog.segments else 0), plog.latest_epoch()
+    return _remote_log(storage, directory, topic, partition).end_offset
 
 
 def _claims_by_number(storage: Storage, prefix: str) -> dict[int, list[str]]:
@@ -168,7 +167,8 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
             except (ValueError, KeyError, TypeError) as e:
                 raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
         else:
-            base, epoch = _remote_tail(storage, _partition_url(path, topic, partition), topic, partition)
+            plog = _remote_log(storage, _partition_url(path, topic, partition), topic, partition)
+            base, epoch = plog.end_offset, plog.latest_epoch()
         body = json.dumps({"attempt": attempt, "base": base, "end": base + count, "epoch": epoch},
                           sort_keys=True).encode()
         if exclusive:
@@ -286,7 +286,8 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
     try:
         for (topic, partition), group in sorted(by_tp.items()):
             target = _partition_url(path, topic, partition)
-            end, epoch = _remote_tail(storage, target, topic, partition)
+            plog = _remote_log(storage, target, topic, partition)
+            end = plog.end_offset
             claims = _chain(group, end, preserve_order)
             if claims is not None:
                 for claim in claims:
@@ -304,7 +305,8 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
                     staged.append(Storage.join(item.prefix, item.file))
                 else:
                     staged.extend(Storage.join(item.prefix, n) for n in item.claim.files if n.endswith(".log"))
-            _append_through_driver(storage, config, target, topic, partition, end, epoch, staged, uploaded)
+            _append_through_driver(storage, config, target, topic, partition, end, plog.latest_epoch(), staged,
+                                   uploaded)
     except BaseException:
         for url in reversed(uploaded):
             storage.remove(url)
