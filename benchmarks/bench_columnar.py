@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 
 from kafkalog import Compression, MemoryRecords, RecordBatchBuilder  # noqa: E402
 from kafkalog import native  # noqa: E402
-from kafkalog.columnar import decode_columns  # noqa: E402
+from kafkalog.columnar.decode import decode_columns  # noqa: E402
 
 perf_counter = time.perf_counter
 NOTES: list[str] = []

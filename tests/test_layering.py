@@ -30,45 +30,44 @@ CORE_LAYERS = {
     "crc": 1,
     "compression": 1,
     "record": 2,
+    "record_walk": 2,
     "recordbatch": 2,
-    "legacy": 2,
-    "records": 2,
-    "builder": 2,
+    "legacy_record": 2,
+    "memory_records": 2,
+    "memory_records_builder": 2,
     "columnar": 2,
     "file_records": 3,
     "sendfile": 3,
     "remote": 3,
     "resync": 3,
     "index": 4,
-    "txn_index": 4,
-    "config": 4,
+    "transaction_index": 4,
+    "log_config": 4,
     "filenames": 4,
     "durable": 4,
     "log": 5,
-    "logdir": 5,
+    "log_directory": 5,
     "local_log": 5,
     "log_append": 5,
     "log_retention": 5,
-    "validator": 5,
-    "loader": 5,
-    "retention": 5,
-    "segments": 5,
+    "log_validator": 5,
+    "log_loader": 5,
+    "offline_retention": 5,
+    "log_segments": 5,
     "segment": 5,
     "segment_recovery": 5,
     "checkpoint": 5,
     "producer_state": 5,
-    "producer_snapshot": 5,
-    "producer_entry": 5,
-    "leader_epoch": 5,
+    "leader_epoch_cache": 5,
     "scheduler": 5,
     "cleaner": 6,
-    "offset_map": 6,
+    "cleaner_offset_map": 6,
     "cleaner_manager": 6,
     "cleaner_stats": 6,
     "cleaner_filter": 6,
 }
-#: Modules the records layer splits columnar decoding into (each ``columnar_*`` is layer 2).
-RECORDS_PREFIXES = ("columnar_", "record_walk")
+#: Core subpackages: every module in one takes its package's layer.
+CORE_PACKAGES = {"columnar", "producer_state"}
 SURFACES = ("tools", "broker", "spark")
 WIRE = "protocol"
 #: Public modules of the core a surface may import besides the facade.
@@ -81,7 +80,7 @@ THIRD_PARTY_HOMES = {
     "lz4": {"compression"},
     "crcmod": {"crc"},
     "crc32c": {"crc"},
-    "numpy": {"index", "columnar", "cleaner", "offset_map", "spark"},
+    "numpy": {"index", "columnar", "cleaner", "cleaner_offset_map", "spark"},
     "pyspark": {"spark"},
     "pyarrow": {"spark", "columnar"},
     "fsspec": {"remote"},
@@ -154,10 +153,8 @@ def imports_of(name: str, source: str, *, package: bool = False) -> tuple[set[st
 
 def _layer(name: str) -> int | None:
     top = name.split(".")[0]
-    if top in CORE_LAYERS and "." not in name:
+    if top in CORE_LAYERS and ("." not in name or top in CORE_PACKAGES):
         return CORE_LAYERS[top]
-    if top.startswith(RECORDS_PREFIXES) and "." not in name:
-        return 2
     return None
 
 
@@ -214,7 +211,7 @@ def test_every_core_module_has_a_layer():
 def test_subpackage_modules_are_private_by_name():
     public = [
         n for n, p in _modules().items()
-        if "." in n and not p.name.startswith("_")
+        if "." in n and n.split(".")[0] not in CORE_PACKAGES and not p.name.startswith("_")
     ]
     assert not public, f"name implementation modules with a leading underscore: {public}"
 
@@ -277,7 +274,6 @@ def test_third_party_libraries_stay_home():
     for name, path in _modules().items():
         _, external = imports_of(name, path.read_text(), package=path.name == "__init__.py")
         home = name.split(".")[0]
-        home = "columnar" if home.startswith("columnar") else home
         for lib, homes in THIRD_PARTY_HOMES.items():
             if lib in external and home not in homes:
                 bad.append(f"{name} imports {lib}")

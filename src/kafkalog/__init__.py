@@ -7,7 +7,7 @@ configuration; the log cleaner; the errors. This module holds no logic; it re-ex
 
 from __future__ import annotations
 
-from .builder import RecordBatchBuilder
+from .memory_records_builder import RecordBatchBuilder
 
 # Names the surfaces (tools, broker, spark) build on: file and directory names, checkpoint
 # files, durable writes, framing constants, resync, offline retention.
@@ -27,9 +27,9 @@ from .checkpoint import (
 from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, LogCleaner
 from .cleaner_manager import LogToClean, cleanable_offsets
 from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
-from .columnar import RecordColumns, decode_columns
+from .columnar.decode import RecordColumns, decode_columns
 from .compression import Compression, codec_for_id
-from .config import LogConfig, parse_config_bool, parse_config_int
+from .log_config import LogConfig, parse_config_bool, parse_config_int
 
 # Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
 from .crc import crc32c
@@ -97,7 +97,7 @@ from .filenames import (
     validate_topic_name,
 )
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from .legacy import LegacyRecordBatch, encode_message_set
+from .legacy_record import LegacyRecordBatch, encode_message_set
 from .local_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -106,10 +106,10 @@ from .local_log import (
 )
 from .log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, Log
 from .log_append import LogAppendInfo
-from .offset_map import OffsetMap
-from .producer_entry import ProducerStateEntry
-from .producer_snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot
-from .producer_state import (
+from .cleaner_offset_map import OffsetMap
+from .producer_state.entry import ProducerStateEntry
+from .producer_state.snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot
+from .producer_state.manager import (
     SNAPSHOT_VERSION,
     AppendOrigin,
     ProducerStateManager,
@@ -136,7 +136,7 @@ from .recordbatch import (
     encode_batch,
     encode_record,
 )
-from .records import (
+from .memory_records import (
     MIN_ENTRY_SIZE_FIELD,
     BatchRetention,
     FilterResult,
@@ -147,7 +147,7 @@ from .records import (
     frame_entry,
 )
 from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, batch_at, next_valid_batch
-from .retention import (
+from .offline_retention import (
     Deletion,
     OfflineRetention,
     RetentionPlan,
@@ -157,7 +157,7 @@ from .retention import (
 )
 from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
 from .remote import DEFAULT_BLOCK_SIZE, SMALL_BLOCK_SIZE, RangeReader, Storage, is_remote, normalize_path
-from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
+from .transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 from .errors import ReadOnlyLogError
 from .native import core_name
 

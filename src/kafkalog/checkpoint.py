@@ -56,7 +56,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Generic, NamedTuple, TypeVar
 
-from .config import java_integer
+from .log_config import java_integer
 from .durable import write_atomically
 from .errors import CorruptCheckpointError
 from .filenames import validate_topic_name

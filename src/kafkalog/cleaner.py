@@ -2,13 +2,13 @@
 
 Three parts, as in Kafka:
 
-- :class:`~kafkalog.offset_map.OffsetMap` (Kafka's ``SkimpyOffsetMap``, :mod:`kafkalog.offset_map`):
+- :class:`~kafkalog.cleaner_offset_map.OffsetMap` (Kafka's ``SkimpyOffsetMap``, :mod:`kafkalog.cleaner_offset_map`):
   fixed memory, open addressing, a 16-byte MD5 digest of the key and an 8-byte offset per slot.
 - :class:`Cleaner` (Kafka's ``Cleaner``): pure; everything it needs -- the map, an I/O
   :class:`~kafkalog.cleaner_stats.Throttler`, a clock, an abort check -- is passed in. One pass maps the dirty range
   (latest offset per key; aborted transactions and control batches skipped), then rewrites the
   log from its start to the end of what was mapped, group by group, through
-  :func:`kafkalog.records.filter_to`, and swaps each group's ``.cleaned`` segment in with
+  :func:`kafkalog.memory_records.filter_to`, and swaps each group's ``.cleaned`` segment in with
   :meth:`kafkalog.log.Log.replace_segments`.
 - :class:`LogCleaner` (Kafka's ``LogCleaner`` + ``LogCleanerManager``): chooses the work
   (dirty ratio, compaction lags, first uncleanable offset -- read from the log by
@@ -65,10 +65,10 @@ from .cleaner_stats import (  # noqa: F401
 )
 from .errors import InvalidConfigError, KafkalogError, LogCleaningAbortedError
 from .log import Log
-from .offset_map import OffsetMap
-from .producer_state import LastRecord
+from .cleaner_offset_map import OffsetMap
+from .producer_state.manager import LastRecord
 from .record import MAGIC_V2, RecordBatch
-from .records import MemoryRecords, filter_to, records_span
+from .memory_records import MemoryRecords, filter_to, records_span
 from .segment import LogSegment
 
 _log = logging.getLogger("kafkalog.cleaner")

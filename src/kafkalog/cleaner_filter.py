@@ -1,5 +1,5 @@
 """What a cleaning pass keeps: Kafka's ``logCleanerFilter`` (the record filter handed to
-:func:`kafkalog.records.filter_to` for each source segment) and its
+:func:`kafkalog.memory_records.filter_to` for each source segment) and its
 ``CleanedTransactionMetadata`` (which transactions are open as the pass walks the log).
 
 The rules are listed in :mod:`kafkalog.cleaner`'s docstring; the filter applies them batch by
@@ -14,12 +14,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from . import native
-from .offset_map import OffsetMap
-from .producer_state import LastRecord
+from .cleaner_offset_map import OffsetMap
+from .producer_state.manager import LastRecord
 from .record import MAGIC_V2, ControlRecordType, Record, RecordBatch
-from .records import BatchRetention, PayloadVerdict, RecordFilter
+from .memory_records import BatchRetention, PayloadVerdict, RecordFilter
 from .segment import LogSegment
-from .txn_index import AbortedTxn
+from .transaction_index import AbortedTxn
 
 
 class _AbortedTxnState:

@@ -25,10 +25,10 @@ from functools import partial
 
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import InvalidConfigError, InvalidOffsetError, LogClosedError, TruncatedRecordError
-from .legacy import LegacyRecordBatch
+from .legacy_record import LegacyRecordBatch
 from .record import MAGIC_V2, RecordBatch
 from .recordbatch import RECORD_BATCH_OVERHEAD, DefaultRecordBatch
-from .records import DEFAULT_MAX_BATCH_SIZE, MemoryRecords, Records, frame_entry
+from .memory_records import DEFAULT_MAX_BATCH_SIZE, MemoryRecords, Records, frame_entry
 from .remote import DEFAULT_BLOCK_SIZE, RangeReader, Storage, is_remote, normalize_path
 from .sendfile import transfer
 

@@ -9,7 +9,7 @@ All big-endian. Offsets are relative to the segment's base offset. The offset an
 are preallocated to ``segment.index.bytes`` (rounded down to the entry size) while their segment
 is active and trimmed to their entries when it is rolled or closed; an index opened from disk
 counts its entries from its length (Kafka's ``AbstractIndex``). The transaction index lives in
-:mod:`kafkalog.txn_index`.
+:mod:`kafkalog.transaction_index`.
 
 Writing. Entries are written with ``pwrite``, never stored through the map: the file is
 preallocated sparse, and on a full disk a store to a page the file system has not yet allocated

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from .config import LogConfig
+from .log_config import LogConfig
 from .durable import fsync_dir_now, fsync_file, register_dir_syncer
 from .errors import KafkalogError, LogClosedError
 from .file_records import FileRecords
@@ -32,12 +32,12 @@ from .filenames import (
     time_index_file,
     txn_index_file,
 )
-from .leader_epoch import LeaderEpochFileCache
+from .leader_epoch_cache import LeaderEpochFileCache
 from .record import NO_TIMESTAMP
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
-from .segments import LogSegments
-from .txn_index import AbortedTxn
+from .log_segments import LogSegments
+from .transaction_index import AbortedTxn
 
 _log = logging.getLogger("kafkalog.log")
 
@@ -388,7 +388,7 @@ class LocalLog:
         ``.swap``; rename the old segments ``.deleted`` (their files go after
         ``file.delete.delay.ms``); rename the ``.swap`` files into place. A crash between any two
         steps loads as the old segments (before the ``.swap`` rename is durable) or the new one
-        (after): see :mod:`kafkalog.loader`. Returns the old segments taken out of the list."""
+        (after): see :mod:`kafkalog.log_loader`. Returns the old segments taken out of the list."""
         new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         self.sync_dir()
         _after_swap_step("swap")

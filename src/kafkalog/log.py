@@ -5,7 +5,7 @@ state, and keeps the log directory's checkpoint files up to date. A directory it
 Kafka broker can load, and it opens directories Kafka brokers wrote.
 
 The log directory's shared files (checkpoints, clean-shutdown marker, ``.lock``) are
-:mod:`kafkalog.logdir`'s; background work runs on a :mod:`kafkalog.scheduler`.
+:mod:`kafkalog.log_directory`'s; background work runs on a :mod:`kafkalog.scheduler`.
 
 **Durability.** :meth:`Log.flush` fsyncs the segments up to the given offset, the producer
 snapshots and the directory, then moves the recovery point. Whatever a flush covered survives a
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import native
-from .config import LogConfig
+from .log_config import LogConfig
 from .durable import fsync_dir
 from .errors import (
     DuplicateSequenceError,
@@ -38,7 +38,7 @@ from .errors import (
 )
 from .file_records import FileRecords
 from .filenames import parse_partition_dir
-from .loader import (
+from .log_loader import (
     check_partition_metadata,
     load_log,
     open_leader_epoch_cache,
@@ -62,14 +62,14 @@ from .log_append import (
     prepare_append,
 )
 from .log_retention import LogStartAndRetention
-from .logdir import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
-from .producer_snapshot import sync_snapshot
-from .producer_state import AppendOrigin, LastRecord, ProducerStateManager, SnapshotOverlay
+from .log_directory import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
+from .producer_state.snapshot import sync_snapshot
+from .producer_state.manager import AppendOrigin, LastRecord, ProducerStateManager, SnapshotOverlay
 from .record import MAGIC_V2, RecordBatch
-from .records import MemoryRecords
+from .memory_records import MemoryRecords
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
-from .txn_index import AbortedTxn
+from .transaction_index import AbortedTxn
 
 _log = logging.getLogger(__name__)
 
@@ -101,9 +101,9 @@ class Log(LogStartAndRetention):
         directory: the partition directory.
         topic, partition: parsed from its name.
         config: the topic's settings.
-        producer_state: the :class:`~kafkalog.producer_state.ProducerStateManager`.
-        leader_epoch_cache: the :class:`~kafkalog.leader_epoch.LeaderEpochFileCache`.
-        load_stats: what opening found (:class:`~kafkalog.loader.LoadedLog` without segments).
+        producer_state: the :class:`~kafkalog.producer_state.manager.ProducerStateManager`.
+        leader_epoch_cache: the :class:`~kafkalog.leader_epoch_cache.LeaderEpochFileCache`.
+        load_stats: what opening found (:class:`~kafkalog.log_loader.LoadedLog` without segments).
     """
 
     def __init__(self) -> None:  # use Log.open
@@ -337,7 +337,7 @@ class Log(LogStartAndRetention):
         Raises:
             CorruptRecordError: a CRC or size mismatch.
             InvalidRecordError: a broken Kafka rule (offsets, counts, keys, magic, control
-                batches from a client, ...); :class:`~kafkalog.validator.InvalidTimestampError`
+                batches from a client, ...); :class:`~kafkalog.log_validator.InvalidTimestampError`
                 for timestamps outside the configured bounds.
             RecordTooLargeError: a batch above ``max.message.bytes``, or an append above
                 ``segment.bytes``.

@@ -2,7 +2,7 @@
 (framing, CRC and size checks), the follower's offset checks, the epochs the batches carry into
 the leader-epoch cache, and what the append reports (:class:`LogAppendInfo`).
 
-Offset assignment and the producer's record rules are :mod:`kafkalog.validator`'s; writing is
+Offset assignment and the producer's record rules are :mod:`kafkalog.log_validator`'s; writing is
 :meth:`kafkalog.log.Log.append`'s. With the compiled core, a leader's append of uncompressed v2
 batches is framed, checked and offset in one call (``_native.leader_append_v2``, the twin of
 ``analyze_records`` + ``validate_and_assign_offsets`` for that case); anything else, and any
@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from . import native
 from .compression import Compression
-from .config import LogConfig
+from .log_config import LogConfig
 from .errors import (
     DuplicateSequenceError,
     InvalidOffsetError,
@@ -24,11 +24,11 @@ from .errors import (
     TruncatedRecordError,
     UnexpectedAppendOffsetError,
 )
-from .leader_epoch import LeaderEpochFileCache
+from .leader_epoch_cache import LeaderEpochFileCache
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
 from .recordbatch import DefaultRecordBatch
-from .records import MemoryRecords, batch_class, frame_entry
-from .validator import validate_and_assign_offsets
+from .memory_records import MemoryRecords, batch_class, frame_entry
+from .log_validator import validate_and_assign_offsets
 
 _log = logging.getLogger("kafkalog.log")
 
@@ -260,7 +260,7 @@ def prepare_leader_append(
     from_client: bool,
 ) -> PreparedAppend:
     """A leader's append: offsets from ``first_offset`` assigned (and the producer's rules
-    checked) by :func:`kafkalog.validator.validate_and_assign_offsets` on a private copy."""
+    checked) by :func:`kafkalog.log_validator.validate_and_assign_offsets` on a private copy."""
     buf = bytearray(data)
     # Re-frame over the private copy: offsets are rewritten in place there.
     batches = [batch_class(b.magic)(buf, b.position, position=b.position, file=b.file) for b in batches]

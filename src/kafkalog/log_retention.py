@@ -4,7 +4,7 @@
 
 A part of :class:`kafkalog.log.Log` (its base class), kept in a module of its own so that
 the rules of moving the log start offset -- checkpoint before the epoch cache, producer state
-after -- read in one place. The plan itself is :func:`kafkalog.retention.plan_retention`'s.
+after -- read in one place. The plan itself is :func:`kafkalog.offline_retention.plan_retention`'s.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import LogConfig
+from .log_config import LogConfig
 from .durable import fsync_dir
 from .errors import OffsetOutOfRangeError
 from .filenames import delete_dir_name
-from .retention import RetentionPlan, plan_retention
+from .offline_retention import RetentionPlan, plan_retention
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .leader_epoch import LeaderEpochFileCache
-    from .producer_state import ProducerStateManager
+    from .leader_epoch_cache import LeaderEpochFileCache
+    from .producer_state.manager import ProducerStateManager
 
 _log = logging.getLogger("kafkalog.log")
 

@@ -229,7 +229,7 @@ class RecordBatch(ABC):
     Header questions (offsets, timestamps, codec, producer fields, size, validity) never decode
     the records; iterating the batch (or :meth:`records`) decompresses and decodes them.
     Subclasses: :class:`kafkalog.recordbatch.DefaultRecordBatch` (v2) and
-    :class:`kafkalog.legacy.LegacyRecordBatch` (v0/v1). Not thread-safe while lazily loading.
+    :class:`kafkalog.legacy_record.LegacyRecordBatch` (v0/v1). Not thread-safe while lazily loading.
     """
 
     __slots__ = ()

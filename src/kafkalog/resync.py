@@ -25,7 +25,7 @@ from .errors import (
 from .file_records import FileRecords
 from .record import LOG_OVERHEAD, MAGIC_V2, RecordBatch
 from .recordbatch import RECORD_BATCH_OVERHEAD
-from .records import MIN_ENTRY_SIZE_FIELD
+from .memory_records import MIN_ENTRY_SIZE_FIELD
 
 #: Largest batch a resync after corruption accepts as a candidate.
 DEFAULT_MAX_RESYNC_BATCH = 64 << 20

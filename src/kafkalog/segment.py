@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from .config import LogConfig
+from .log_config import LogConfig
 from .errors import (
     CorruptIndexError,
     InvalidOffsetError,
@@ -32,12 +32,12 @@ from .errors import (
 from .file_records import FileRecords
 from .filenames import log_file, offset_index_file, time_index_file, txn_index_file
 from .index import OffsetIndex, TimeIndex, TimestampOffset
-from .leader_epoch import LeaderEpochFileCache
-from .producer_state import ProducerStateManager
+from .leader_epoch_cache import LeaderEpochFileCache
+from .producer_state.manager import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
-from .records import MemoryRecords
+from .memory_records import MemoryRecords
 from .segment_recovery import RecoveryScan
-from .txn_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
+from .transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
 
 _INT32_MAX = 2**31 - 1
 

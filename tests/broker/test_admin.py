@@ -23,7 +23,7 @@ from test_broker import RawClient, create, produce_body
 
 from kafkalog import protocol as p
 from kafkalog.broker import METADATA_FILE, Broker
-from kafkalog.builder import RecordBatchBuilder
+from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.compression import Compression
 
 kafka = pytest.importorskip("kafka", reason="needs kafka-python (pip install 'kafka-python>=3.0')")

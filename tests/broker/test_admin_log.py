@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kafkalog import SPECIAL_DIR, LogConfig, delete_dir_name, partition_of
 from kafkalog.broker._upconvert import to_v2
-from kafkalog.builder import RecordBatchBuilder
+from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.compression import Compression
 from kafkalog.errors import CorruptRecordError, KafkalogError
 from kafkalog.log import Log

@@ -30,10 +30,10 @@ from conftest import scaled
 
 from kafkalog import protocol as p
 from kafkalog.broker import METADATA_FILE, Broker, validate_topic_name
-from kafkalog.builder import RecordBatchBuilder
+from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.compression import Compression
 from kafkalog.log import CLEAN_SHUTDOWN_FILE, Log
-from kafkalog.records import MemoryRecords
+from kafkalog.memory_records import MemoryRecords
 
 try:  # the clients are test extras; the raw-protocol tests run without them
     import confluent_kafka

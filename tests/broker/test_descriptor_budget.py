@@ -82,7 +82,7 @@ def fetch_values(raw: RawClient, topic: str) -> list[bytes]:
     _, body = raw.call(p.ApiKey.FETCH, 11, fetch_body([(topic, 0, 0)]))
     part = body["responses"][0]["partitions"][0]
     assert part["error_code"] == 0
-    from kafkalog.records import MemoryRecords
+    from kafkalog.memory_records import MemoryRecords
 
     return [r.value for b in MemoryRecords(part["records"]).batches() for r in b]
 

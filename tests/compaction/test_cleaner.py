@@ -32,10 +32,10 @@ from kafkalog.cleaner import LogCleaner, group_segments_by_size
 from kafkalog.cleaner_manager import cleanable_offsets
 from kafkalog.cleaner_stats import CleanerProgress, Throttler
 from kafkalog.errors import LogCleaningAbortedError
-from kafkalog.offset_map import OffsetMap
-from kafkalog.producer_state import AppendOrigin
-from kafkalog.records import BatchRetention, RecordFilter, filter_to
-from kafkalog.txn_index import AbortedTxn
+from kafkalog.cleaner_offset_map import OffsetMap
+from kafkalog.producer_state.manager import AppendOrigin
+from kafkalog.memory_records import BatchRetention, RecordFilter, filter_to
+from kafkalog.transaction_index import AbortedTxn
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000

@@ -25,7 +25,7 @@ from conftest import scaled
 
 from kafkalog import Compression, ControlRecordType, Log, LogConfig, native
 from kafkalog.cleaner import LogCleaner
-from kafkalog.producer_state import AppendOrigin
+from kafkalog.producer_state.manager import AppendOrigin
 
 from .test_cleaner import committed_view, kv, latest_per_key, marker
 

@@ -33,7 +33,7 @@ from kafkalog import (
     native,
 )
 from kafkalog.cleaner import LogCleaner
-from kafkalog.producer_state import AppendOrigin
+from kafkalog.producer_state.manager import AppendOrigin
 
 from .test_cleaner import committed_view
 

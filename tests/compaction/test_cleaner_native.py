@@ -29,10 +29,10 @@ from kafkalog import (
 )
 from kafkalog.cleaner import LogCleaner
 from kafkalog.cleaner_filter import CleanedTransactionMetadata, CleanerFilter
-from kafkalog.offset_map import OffsetMap
-from kafkalog.producer_state import AppendOrigin
+from kafkalog.cleaner_offset_map import OffsetMap
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.recordbatch import encode_batch, encode_record
-from kafkalog.records import filter_to
+from kafkalog.memory_records import filter_to
 
 from .test_cleaner import examples
 

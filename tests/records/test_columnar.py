@@ -1,4 +1,4 @@
-"""Columnar decode (``kafkalog.columnar``) against the Record iterator, Kafka's files and hostile bytes.
+"""Columnar decode (``kafkalog.columnar.decode``) against the Record iterator, Kafka's files and hostile bytes.
 
 The Record iterator (``batch.records()``) is the reference: for every magic x codec, hypothesis
 builds runs of batches -- null keys, tombstones, headers (and empty header lists), LogAppendTime,
@@ -28,6 +28,7 @@ from conftest import DATA, MATRIX, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkalog.columnar import fast as columnar_fast
 from kafkalog import (
     Compression,
     ControlRecordType,
@@ -40,11 +41,10 @@ from kafkalog import (
     RecordBatchBuilder,
     TimestampType,
     TruncatedRecordError,
-    columnar,
-    columnar_fast,
     native,
 )
-from kafkalog.columnar import RecordColumns, arrow_schema, arrow_type, decode_columns
+from kafkalog.columnar import decode as columnar
+from kafkalog.columnar.decode import RecordColumns, arrow_schema, arrow_type, decode_columns
 from kafkalog.crc import crc32c
 from kafkalog.recordbatch import DefaultRecordBatch, encode_batch, encode_record
 from kafkalog.varint import encode_varint, encode_varlong
@@ -917,7 +917,7 @@ def test_module_imports_without_pyarrow():
     code = (
         "import sys; sys.modules['pyarrow'] = None\n"
         "from kafkalog import RecordBatchBuilder\n"
-        "from kafkalog.columnar import decode_columns\n"
+        "from kafkalog.columnar.decode import decode_columns\n"
         "b = RecordBatchBuilder(); b.append(b'k', b'v', timestamp=1)\n"
         "cols = decode_columns(b.build()); assert len(cols) == 1\n"
         "try:\n    cols.to_arrow()\nexcept ImportError as e:\n    print(e)\n"

@@ -38,7 +38,7 @@ from kafkalog import (
 from kafkalog import compression as compression_module
 from kafkalog.compression import compress, xxhash32
 from kafkalog.crc import crc32c
-from kafkalog.legacy import encode_message
+from kafkalog.legacy_record import encode_message
 from kafkalog.recordbatch import encode_batch, encode_record
 from kafkalog.varint import encode_varint, encode_varlong
 

@@ -20,9 +20,10 @@ from conftest import DATA, examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalog import MemoryRecords, columnar_fast, native
+from kafkalog import MemoryRecords, native
+from kafkalog.columnar import fast as columnar_fast
 from kafkalog.errors import KafkalogError
-from kafkalog.legacy import LegacyRecordBatch, encode_message
+from kafkalog.legacy_record import LegacyRecordBatch, encode_message
 from kafkalog.record import Header, Record
 from kafkalog.record_walk import RECORDS, BatchBase, RecordWalkError, walk
 from kafkalog.recordbatch import DefaultRecordBatch, encode_record

@@ -37,7 +37,7 @@ from kafkalog import (
     TruncatedRecordError,
 )
 from kafkalog.compression import compress
-from kafkalog.legacy import encode_message
+from kafkalog.legacy_record import encode_message
 
 INT32_MAX = 2**31 - 1
 #: ~100 KB that every codec shrinks a lot (several xerial-snappy blocks and lz4 blocks).

@@ -29,7 +29,7 @@ from kafkalog import (  # noqa: E402
     RecordBatchBuilder,
 )
 from kafkalog.checkpoint import OffsetCheckpointFile  # noqa: E402
-from kafkalog.producer_state import AppendOrigin  # noqa: E402
+from kafkalog.producer_state.manager import AppendOrigin  # noqa: E402
 from kafkalog.spark import scan_stats  # noqa: E402
 from kafkalog.spark._arrow import _arrow_batches  # noqa: E402
 from kafkalog.spark._discovery import _PartitionDir  # noqa: E402

@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
     max_ops = options.pop("_max_ops", 400)
     base_timestamp = options.pop("_base_timestamp")
 
-    from kafkalog.config import LogConfig
+    from kafkalog.log_config import LogConfig
     from kafkalog.log import Log
 
     config = LogConfig(**options)

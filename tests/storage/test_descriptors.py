@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.config import LogConfig
+from kafkalog.log_config import LogConfig
 from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.segment import LogSegment
-from kafkalog.txn_index import AbortedTxn, TransactionIndex
+from kafkalog.transaction_index import AbortedTxn, TransactionIndex
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog import Compression, FileRecords, RecordBatchBuilder, TimestampType
-from kafkalog.config import LogConfig
+from kafkalog.log_config import LogConfig
 from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.log import Log
 from kafkalog.tools import verify_path

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kafkalog import FileRecords
 from kafkalog.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kafkalog.errors import CorruptCheckpointError, InvalidOffsetError
-from kafkalog.leader_epoch import (
+from kafkalog.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     LeaderEpochFileCache,

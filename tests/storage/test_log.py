@@ -27,7 +27,7 @@ from kafkalog import (
     TruncatedRecordError,
 )
 from kafkalog.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
-from kafkalog.config import LogConfig
+from kafkalog.log_config import LogConfig
 from kafkalog.errors import (
     InvalidOffsetError,
     InvalidProducerEpochError,
@@ -37,7 +37,7 @@ from kafkalog.errors import (
     OutOfOrderSequenceError,
     UnexpectedAppendOffsetError,
 )
-from kafkalog.legacy import encode_message_set
+from kafkalog.legacy_record import encode_message_set
 from kafkalog.log import (
     CLEAN_SHUTDOWN_FILE,
     EARLIEST_TIMESTAMP,
@@ -45,9 +45,9 @@ from kafkalog.log import (
     MAX_TIMESTAMP,
     Log,
 )
-from kafkalog.producer_state import AppendOrigin
-from kafkalog.txn_index import AbortedTxn
-from kafkalog.validator import InvalidTimestampError
+from kafkalog.producer_state.manager import AppendOrigin
+from kafkalog.transaction_index import AbortedTxn
+from kafkalog.log_validator import InvalidTimestampError
 
 T0 = 1_700_000_000_000
 

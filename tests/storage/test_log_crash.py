@@ -892,7 +892,7 @@ def _damage(path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", sorted(DAMAGES))
 @pytest.mark.parametrize("which", ["recovery-point", "log-start", "leader-epoch", "snapshots", "all"])
 def test_damaged_checkpoints_do_not_stop_reopening(checkpointed, tmp_path, which, how, shutdown):
-    from kafkalog.producer_snapshot import read_snapshot
+    from kafkalog.producer_state.snapshot import read_snapshot
 
     dirs, base_ts, facts = checkpointed
     dest = tmp_path / "logdir"
@@ -983,7 +983,7 @@ def test_stray_checkpoint_tmp_files_are_removed_on_open(tmp_path):
 
 
 def test_epoch_history_survives_a_kill_before_the_log_start_checkpoint(tmp_path, monkeypatch):
-    from kafkalog.logdir import LogDir
+    from kafkalog.log_directory import LogDir
 
     base_ts = _base_timestamp()
     directory = tmp_path / "logdir" / TP
@@ -1011,7 +1011,7 @@ def test_epoch_history_survives_a_kill_before_the_log_start_checkpoint(tmp_path,
 
 
 def test_loader_truncates_epochs_at_the_log_start_it_computes(tmp_path, monkeypatch):
-    from kafkalog.leader_epoch import LeaderEpochFileCache
+    from kafkalog.leader_epoch_cache import LeaderEpochFileCache
 
     base_ts = _base_timestamp()
     directory = tmp_path / "logdir" / TP

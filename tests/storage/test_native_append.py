@@ -18,10 +18,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kafkalog import Compression, Log, LogConfig, native
-from kafkalog.builder import RecordBatchBuilder
+from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.errors import KafkalogError
 from kafkalog.log_append import prepare_append
-from kafkalog.logdir import CLEAN_SHUTDOWN_FILE
+from kafkalog.log_directory import CLEAN_SHUTDOWN_FILE
 from kafkalog.record import MAGIC_V2, NO_TIMESTAMP, TimestampType
 from kafkalog.recordbatch import ATTRIBUTES_OFFSET, CRC_OFFSET
 from conftest import examples

@@ -39,7 +39,7 @@ import pytest
 from kafkalog import Compression, ControlRecordType, LogConfig, RecordBatchBuilder
 from kafkalog.checkpoint import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from kafkalog.log import Log
-from kafkalog.producer_state import AppendOrigin
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.tools import verify_path
 
 PAGE = 4096

@@ -1,4 +1,4 @@
-"""Producer state (``kafkalog.producer_state``): the snapshot format byte for byte, real broker
+"""Producer state (``kafkalog.producer_state.manager``): the snapshot format byte for byte, real broker
 snapshots, Kafka's idempotence and transaction rules (the cases of Kafka's
 ``ProducerStateManagerTest``, written here from the behaviour), snapshot management and
 reloading, and a hypothesis model of the client-side rules.
@@ -29,15 +29,15 @@ from kafkalog.errors import (
     KafkalogError,
     OutOfOrderSequenceError,
 )
-from kafkalog.producer_entry import BatchMetadata, ProducerStateEntry
-from kafkalog.producer_snapshot import (
+from kafkalog.producer_state.entry import BatchMetadata, ProducerStateEntry
+from kafkalog.producer_state.snapshot import (
     decode_snapshot,
     encode_snapshot,
     read_snapshot,
     snapshot_order,
     write_snapshot,
 )
-from kafkalog.producer_state import (
+from kafkalog.producer_state.manager import (
     AppendOrigin,
     CompletedTxn,
     LastRecord,
@@ -47,7 +47,7 @@ from kafkalog.producer_state import (
 )
 from kafkalog.record import ControlRecordType, control_key
 from kafkalog.recordbatch import encode_batch
-from kafkalog.txn_index import TransactionIndex
+from kafkalog.transaction_index import TransactionIndex
 
 INT32_MAX = 2**31 - 1
 SNAPSHOTS = DATA / "snapshots"
@@ -671,7 +671,7 @@ def test_replication_skips_sequence_and_epoch_checks(m, caplog):
     assert (entry.producer_epoch, entry.first_seq, entry.last_seq, entry.first_data_offset) == (5, 16, 16, 735)
     apply(m, data_batch(epoch=5, seq=40, offset=736), from_client=False)
     assert m.last_entry(PID).last_seq == 40
-    with caplog.at_level(logging.WARNING, logger="kafkalog.producer_state"):
+    with caplog.at_level(logging.WARNING, logger="kafkalog.producer_state.manager"):
         apply(m, data_batch(epoch=3, seq=0, offset=737), from_client=False)
     assert "smaller than the last seen epoch 5" in caplog.text
     assert m.last_entry(PID).producer_epoch == 3  # as Kafka: the older epoch is taken
@@ -1166,7 +1166,7 @@ def test_reload_skips_a_corrupt_latest_snapshot(tmp_path, m, how, caplog):
     latest = tmp_path / "00000000000000000002.snapshot"
     _corrupt(latest, how)
     reloaded = ProducerStateManager(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="kafkalog.producer_state"):
+    with caplog.at_level(logging.WARNING, logger="kafkalog.producer_state.manager"):
         reloaded.truncate_and_reload(0, 20, NOW)
     assert not latest.exists() and str(latest) in caplog.text
     assert reloaded.last_entry(PID).last_data_offset == 0

@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, SHARED_CORPUS
 
 from kafkalog import ReadOnlyLogError, RecordBatchBuilder
-from kafkalog.config import LogConfig
+from kafkalog.log_config import LogConfig
 from kafkalog.errors import KafkalogError, LogClosedError
 from kafkalog.log import CLEAN_SHUTDOWN_FILE, Log
 

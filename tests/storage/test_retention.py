@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkalog import LogConfig
-from kafkalog.retention import plan_retention
-from kafkalog.segments import LogSegments
+from kafkalog.offline_retention import plan_retention
+from kafkalog.log_segments import LogSegments
 
 
 def seg(base, size, ts):

@@ -22,7 +22,7 @@ from test_verify import T0, Clock, build_partition
 
 from kafkalog import RecordBatchBuilder
 from kafkalog import tools as cli
-from kafkalog.config import LogConfig
+from kafkalog.log_config import LogConfig
 from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
 from kafkalog.tools import verify_path

@@ -25,11 +25,11 @@ from kafkalog import (
     TimestampType,
 )
 from kafkalog import crc as kcrc
-from kafkalog.config import LogConfig
+from kafkalog.log_config import LogConfig
 from kafkalog.errors import KafkalogError
 from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
-from kafkalog.producer_state import AppendOrigin
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.resync import next_valid_batch
 from kafkalog.tools import (
     MAX_PROBLEMS_PER_KIND,

@@ -22,7 +22,7 @@ per segment, splitting segments larger than ``maxBytesPerPartition`` at batch bo
 from the offset index; segments outside the bounds are never opened. Each executor task opens
 its segment window, validates CRCs (``checkCrcs``), drops aborted transactional batches
 (``isolationLevel=read_committed``, Kafka's consumer algorithm over the ``.txnindex`` entries)
-and decodes runs of batches with :func:`kafkalog.columnar.decode_columns` into Arrow record
+and decodes runs of batches with :func:`kafkalog.columnar.decode.decode_columns` into Arrow record
 batches of at most ``maxRecordsPerBatch`` records, without a Python object per record.
 
 Options (Spark's Kafka source names where one exists; see docs/spark.md for the full table):

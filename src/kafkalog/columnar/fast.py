@@ -22,16 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from . import native
-from .columnar_arrow import import_pyarrow
-from .columnar_columns import (
+from .. import native
+from .arrow import import_pyarrow
+from .columns import (
     EMPTY_U8,
     RecordColumns,
     binary_from_list,
     offsets_from_lengths,
 )
-from .record import TIMESTAMP_TYPE_MASK
-from .record_walk import COLUMNS, BatchBase, RecordWalkError, SpanColumns, walk
+from ..record import TIMESTAMP_TYPE_MASK
+from ..record_walk import COLUMNS, BatchBase, RecordWalkError, SpanColumns, walk
 
 # Slices at least this long on average are copied one by one (see _gather; measured crossover
 # between 300 B and 1 KiB).

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
-from .config import LogConfig
+from .log_config import LogConfig
 from .errors import KafkalogError
 from .file_records import FileRecords
 from .filenames import partition_of, segment_base_offset, segment_logs
@@ -184,7 +184,7 @@ def plan_retention(
 
 
 class RetentionSegment(NamedTuple):
-    """What retention asks of a segment (:class:`kafkalog.retention.SegmentInfo`), read from
+    """What retention asks of a segment (:class:`kafkalog.offline_retention.SegmentInfo`), read from
     the files: base offset, size, largest timestamp (the file's mtime when it has none, as in
     Kafka), and the offsets it holds."""
 

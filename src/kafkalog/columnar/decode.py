@@ -2,15 +2,15 @@
 
 What Spark and bulk tools read: every record of a run of batches as columns, without a Python
 object per record. :func:`decode_columns` returns a :class:`RecordColumns` (the column layout:
-:mod:`kafkalog.columnar_columns`); its :meth:`~RecordColumns.to_arrow` hands the same buffers to
-pyarrow (:mod:`kafkalog.columnar_arrow`).
+:mod:`kafkalog.columnar.columns`); its :meth:`~RecordColumns.to_arrow` hands the same buffers to
+pyarrow (:mod:`kafkalog.columnar.arrow`).
 
 This module is the driver. From a ``MemoryRecords``, entries are framed in a tight loop and the
 headers of up to 2 MiB of entries parsed and checked (counts, codec, control flag; the CRC one
 call per batch) with numpy at once, without a batch object; uncompressed payloads are then read
 in place in the buffer, not copied. Otherwise (and for compressed payloads) the payloads of
 consecutive v2 batches (decompressed where needed) are joined into one buffer. Each run goes to
-:mod:`kafkalog.columnar_fast` (the record walk keeping columns: compiled, or pure Python); when
+:mod:`kafkalog.columnar.fast` (the record walk keeping columns: compiled, or pure Python); when
 a record fails a check, the whole run is decoded again batch by batch through the Record
 iterator, which raises its exact error (file, position, reason). Control batches and v0/v1
 messages always take that plain path, and ``KAFKALOG_COLUMNAR=plain`` in the environment forces
@@ -31,24 +31,24 @@ from typing import Any
 
 import numpy as np
 
-from . import crc as _crc
+from .. import crc as _crc
 
-# RecordColumns and the Arrow names are re-exported: ``kafkalog.columnar`` is where users find them.
-from .columnar_arrow import COLUMNS, DEFAULT_ARROW_COLUMNS, arrow_schema, arrow_type  # noqa: F401
-from .columnar_columns import EMPTY_U8, RecordColumns, from_batch_records
-from .columnar_fast import UsePlainPath, decode_v2_run
-from .compression import Compression, decompressor
-from .errors import KafkalogError
-from .legacy import LegacyRecordBatch
-from .record import (
+# RecordColumns and the Arrow names, importable here too (the package facade exports them).
+from .arrow import COLUMNS, DEFAULT_ARROW_COLUMNS, arrow_schema, arrow_type  # noqa: F401
+from .columns import EMPTY_U8, RecordColumns, from_batch_records
+from .fast import UsePlainPath, decode_v2_run
+from ..compression import Compression, decompressor
+from ..errors import KafkalogError
+from ..legacy_record import LegacyRecordBatch
+from ..record import (
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
     RecordBatch,
 )
-from .record_walk import MIN_RECORD_BODY
-from .recordbatch import (
+from ..record_walk import MIN_RECORD_BODY
+from ..recordbatch import (
     ATTRIBUTES_OFFSET,
     CONTROL_FLAG_MASK,
     HEADER,
@@ -58,7 +58,7 @@ from .recordbatch import (
     RECORDS_OFFSET,
     DefaultRecordBatch,
 )
-from .records import MemoryRecords, Records, frame_entry
+from ..memory_records import MemoryRecords, Records, frame_entry
 
 # Set KAFKALOG_COLUMNAR=plain to decode every batch through Record objects (the plain twin).
 _PLAIN = os.environ.get("KAFKALOG_COLUMNAR", "").strip().lower() == "plain"

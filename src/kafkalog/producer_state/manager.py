@@ -24,8 +24,8 @@ Validation depends on where the batch comes from (:class:`AppendOrigin`, Kafka's
 | coordinator epoch of a marker not older | raise | raise | log, apply |
 | no non-transactional data while a transaction is open | raise | raise | raise |
 
-The entries are :mod:`kafkalog.producer_entry`'s; the snapshot file format is
-:mod:`kafkalog.producer_snapshot`'s.
+The entries are :mod:`kafkalog.producer_state.entry`'s; the snapshot file format is
+:mod:`kafkalog.producer_state.snapshot`'s.
 
 Not thread-safe: the partition log serialises every call.
 """
@@ -41,8 +41,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
-from .durable import TMP_SUFFIX
-from .errors import (
+from ..durable import TMP_SUFFIX
+from ..errors import (
     CorruptCheckpointError,
     DuplicateSequenceError,
     InvalidConfigError,
@@ -51,15 +51,15 @@ from .errors import (
     InvalidTxnStateError,
     OutOfOrderSequenceError,
 )
-from .filenames import DELETED_SUFFIX, SNAPSHOT_SUFFIX, snapshot_file
-from .producer_entry import (  # noqa: F401 (NUM_BATCHES_TO_RETAIN: importable here too)
+from ..filenames import DELETED_SUFFIX, SNAPSHOT_SUFFIX, snapshot_file
+from .entry import (  # noqa: F401 (NUM_BATCHES_TO_RETAIN: importable here too)
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
     ProducerStateEntry,
     in_sequence,
     next_sequence,
 )
-from .producer_snapshot import (  # noqa: F401 (the layout and codec: importable here too)
+from .snapshot import (  # noqa: F401 (the layout and codec: importable here too)
     SNAPSHOT_ENTRY,
     SNAPSHOT_HEADER,
     SNAPSHOT_VERSION,
@@ -70,7 +70,7 @@ from .producer_snapshot import (  # noqa: F401 (the layout and codec: importable
     snapshot_order,
     write_snapshot,
 )
-from .record import (
+from ..record import (
     MAGIC_V2,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,

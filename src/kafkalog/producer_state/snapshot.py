@@ -26,10 +26,10 @@ import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .crc import crc32c
-from .durable import fsync_file, write_atomically
-from .errors import CorruptCheckpointError
-from .producer_entry import BatchMetadata, ProducerStateEntry
+from ..crc import crc32c
+from ..durable import fsync_file, write_atomically
+from ..errors import CorruptCheckpointError
+from .entry import BatchMetadata, ProducerStateEntry
 
 SNAPSHOT_VERSION = 1
 # The header, field by field (Kafka's ``*_OFFSET`` chain in ``ProducerStateManager``).

@@ -2,7 +2,7 @@
 
 Every top-level entry starts ``offset:int64, size:int32`` and has its magic at byte 16, so
 iteration reads those 17 bytes, rejects impossible sizes at once, and then hands over to the v2
-(:mod:`kafkalog.recordbatch`) or the v0/v1 (:mod:`kafkalog.legacy`) decoder — Kafka's
+(:mod:`kafkalog.recordbatch`) or the v0/v1 (:mod:`kafkalog.legacy_record`) decoder — Kafka's
 ``ByteBufferLogInputStream``/``FileLogInputStream`` in the same order:
 
 1. fewer than 12 bytes left: a partial tail;
@@ -28,7 +28,7 @@ from typing import NamedTuple
 from . import native
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .errors import CorruptRecordError, TruncatedRecordError
-from .legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch, encode_message_set
+from .legacy_record import RECORD_OVERHEAD_V0, LegacyRecordBatch, encode_message_set
 from .record import (
     COMPRESSION_CODEC_MASK,
     HEADER_SIZE_UP_TO_MAGIC,

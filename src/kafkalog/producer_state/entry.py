@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .record import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, RecordBatch
+from ..record import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, RecordBatch
 
 #: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
 NUM_BATCHES_TO_RETAIN = 5

@@ -34,16 +34,16 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .builder import RecordBatchBuilder
+from .memory_records_builder import RecordBatchBuilder
 from .compression import Compression, decompress
-from .config import LogConfig
+from .log_config import LogConfig
 from .errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkalogError,
     RecordTooLargeError,
 )
-from .legacy import (
+from .legacy_record import (
     CRC_OFFSET,
     HEADER_V0,
     HEADER_V1,

@@ -1,6 +1,6 @@
-"""Arrow types and arrays for decoded record columns (:mod:`kafkalog.columnar_columns`).
+"""Arrow types and arrays for decoded record columns (:mod:`kafkalog.columnar.columns`).
 
-The numpy buffers of a :class:`~kafkalog.columnar_columns.RecordColumns` are handed to pyarrow
+The numpy buffers of a :class:`~kafkalog.columnar.columns.RecordColumns` are handed to pyarrow
 as they are (``Array.from_buffers``): no copy of the data and no Python object per record.
 pyarrow is optional: it is imported on first use, and a missing one says how to install it.
 """
@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from .columnar_columns import RecordColumns
+    from .columns import RecordColumns
 
 #: Every column :meth:`RecordColumns.arrow_array` can build.
 COLUMNS = (

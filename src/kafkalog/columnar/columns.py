@@ -19,7 +19,7 @@ offsets into one data buffer, plus a validity mask):
 | batch_index | int64 | index of the record's batch in the input (every batch counted) |
 
 :func:`from_records` builds the columns of one batch from its Record objects: the plain twin
-of the numpy fast path (:mod:`kafkalog.columnar_fast`), which every batch can take.
+of the numpy fast path (:mod:`kafkalog.columnar.fast`), which every batch can take.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .columnar_arrow import (
+from .arrow import (
     DEFAULT_ARROW_COLUMNS,
     arrow_schema,
     column_array,
     import_pyarrow,
 )
-from .record import Record, RecordBatch
+from ..record import Record, RecordBatch
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -184,7 +184,7 @@ class RecordColumns:
 
     def arrow_array(self, column: str, *, large: bool = False) -> pa.Array:
         """One column as a pyarrow array over these buffers (see
-        :func:`kafkalog.columnar_arrow.column_array`, which raises ImportError without
+        :func:`kafkalog.columnar.arrow.column_array`, which raises ImportError without
         pyarrow, OverflowError and ValueError)."""
         return column_array(self, column, large=large)
 

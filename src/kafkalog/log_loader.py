@@ -42,7 +42,7 @@ from .checkpoint import (
     LeaderEpochCheckpointFile,
     PartitionMetadataFile,
 )
-from .config import LogConfig
+from .log_config import LogConfig
 from .durable import TMP_SUFFIX
 from .errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from .file_records import FileRecords
@@ -57,12 +57,12 @@ from .filenames import (
     log_file,
     offset_from_file,
 )
-from .leader_epoch import LeaderEpochFileCache
-from .logdir import remove_stray_tmp
-from .producer_state import ProducerStateManager
+from .leader_epoch_cache import LeaderEpochFileCache
+from .log_directory import remove_stray_tmp
+from .producer_state.manager import ProducerStateManager
 from .record import MAGIC_V2
 from .segment import LogSegment
-from .segments import LogSegments
+from .log_segments import LogSegments
 
 _log = logging.getLogger(__name__)
 
@@ -355,7 +355,7 @@ def load_log(
         jitter: each segment's roll jitter.
         changes: load read-only: create, delete, rename and write nothing, but decide as a
             writable load would (recovered indexes and producer snapshots are kept in memory;
-            ``producer_state`` must have a :class:`~kafkalog.producer_state.SnapshotOverlay`)
+            ``producer_state`` must have a :class:`~kafkalog.producer_state.manager.SnapshotOverlay`)
             and append to this list a line per change that load would have made.
 
     Raises:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .compression import Compression, codec_for_id
-from .legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, encode_message_set
+from .legacy_record import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, encode_message_set
 from .record import (
     LOG_OVERHEAD,
     MAGIC_V0,
@@ -19,7 +19,7 @@ from .record import (
     end_txn_marker_value,
 )
 from .recordbatch import RECORD_BATCH_OVERHEAD, encode_batch, encode_record
-from .records import MemoryRecords
+from .memory_records import MemoryRecords
 
 
 class RecordBatchBuilder:
