@@ -39,7 +39,7 @@ from kafkalog import crc as kcrc  # noqa: E402
 from kafkalog.tools import rebuild_indexes  # noqa: E402
 from kafkalog.file_records import FileRecords  # noqa: E402
 from kafkalog.tools import salvage_segment  # noqa: E402
-from kafkalog import next_valid_batch  # noqa: E402
+from kafkalog.resync import next_valid_batch  # noqa: E402
 from kafkalog.tools import verify_segment  # noqa: E402
 
 T0 = 1_700_000_000_000

@@ -58,7 +58,8 @@ def sample_log_dirs(root: Path) -> None:
     """``data/kafka`` and ``data/kafka-logs``: the topics the docs name (orders with two
     partitions, payments with a committed and an aborted transaction, users keyed for
     compaction), written through Log."""
-    from kafkalog import AppendOrigin, ControlRecordType, Log, LogConfig, RecordBatchBuilder
+    from kafkalog import ControlRecordType, Log, LogConfig, RecordBatchBuilder
+    from kafkalog.producer_state.manager import AppendOrigin
 
     for log_dir in (root / "data" / "kafka", root / "data" / "kafka-logs"):
         for name in ("orders-0", "orders-1", "users-0"):

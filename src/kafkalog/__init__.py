@@ -1,183 +1,51 @@
 """kafkalog: Apache Kafka's on-disk log layer, byte for byte.
 
-The public API (see docs/ and DESIGN): records of every magic over memory or files, the
-builder and the enums; columnar decoding; indexes, log segments, the partition log and its
-configuration; the log cleaner; the errors. This module holds no logic; it re-exports.
+The public API: records of every magic over memory or files, the builder and the enums;
+columnar decoding; the indexes, the log segment, the partition log and its configuration; the
+log cleaner; the errors. Everything else is internal (``docs/architecture.md`` says where it
+lives and what the surfaces share); this module holds no logic, it re-exports.
 """
 
-from __future__ import annotations
 
-from .memory_records_builder import RecordBatchBuilder
-
-# Names the surfaces (tools, broker, spark) build on: file and directory names, checkpoint
-# files, durable writes, framing constants, resync, offline retention.
-from .checkpoint import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    PARTITION_METADATA,
-    RECOVERY_POINT_OFFSET_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    EpochEntry,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
-    PartitionMetadataFile,
-    new_topic_id,
-)
-from .cleaner import DEFAULT_DEDUPE_BUFFER_SIZE, LogCleaner
-from .cleaner_manager import LogToClean, cleanable_offsets
-from .cleaner_stats import REASONS, CleanerProgress, CleanerStats
-from .columnar.decode import RecordColumns, decode_columns
-from .compression import Compression, codec_for_id
-from .log_config import LogConfig, parse_config_bool, parse_config_int
-
-# Names the operator tools (kafkalog.tools) frame, check and rewrite bytes with.
-from .crc import crc32c
-from .durable import (
-    LOCK_FILE,
-    TMP_SUFFIX,
-    ensure_not_locked,
-    fsync_dir,
-    lock_directory,
-    write_atomically,
-)
+from .cleaner import LogCleaner
+from .cleaner_stats import CleanerStats
+from .columnar import RecordColumns, decode_columns
+from .compression import Compression
 from .errors import (
-    ConversionError,
     CorruptCheckpointError,
     CorruptIndexError,
     CorruptRecordError,
-    DuplicateSequenceError,
     InvalidConfigError,
     InvalidOffsetError,
-    InvalidProducerEpochError,
     InvalidRecordError,
-    InvalidTimestampError,
-    InvalidTxnStateError,
     KafkalogError,
-    LogCleaningAbortedError,
     LogClosedError,
     OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
+    ReadOnlyLogError,
     RecordTooLargeError,
-    RemoteReadError,
     TruncatedRecordError,
-    UnexpectedAppendOffsetError,
     UnsupportedCodecError,
 )
 from .file_records import FileRecords
-from .filenames import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    INTERNAL_TOPICS,
-    LOG_SUFFIX,
-    PARTITION_DIR,
-    SEGMENT_FILE,
-    SNAPSHOT_SUFFIX,
-    SPECIAL_DIR,
-    SWAP_SUFFIX,
-    SYSTEM_TOPICS,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    filename_prefix,
-    find_partition_dirs,
-    partition_dir_names,
-    log_file,
-    offset_from_file,
-    offset_index_file,
-    parse_partition_dir,
-    delete_dir_name,
-    partition_of,
-    segment_base_offset,
-    segment_logs,
-    segment_log_names,
-    snapshot_file,
-    time_index_file,
-    txn_index_file,
-    validate_topic_name,
-)
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from .legacy_record import LegacyRecordBatch, encode_message_set
-from .local_log import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    LogOffsetMetadata,
-)
-from .log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP, Log
+from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogOffsetMetadata
+from .log import Log
 from .log_append import LogAppendInfo
-from .cleaner_offset_map import OffsetMap
-from .producer_state.entry import ProducerStateEntry
-from .producer_state.snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, decode_snapshot
-from .producer_state.manager import (
-    SNAPSHOT_VERSION,
-    AppendOrigin,
-    ProducerStateManager,
-    TransactionCoordinatorFencedError,
-)
-from .record import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    MAGIC_V0,
-    MAGIC_V1,
-    MAGIC_V2,
-    NO_TIMESTAMP,
-    ControlRecord,
-    ControlRecordType,
-    Header,
-    Record,
-    RecordBatch,
-    TimestampType,
-)
-from .recordbatch import (
-    COMPRESSION_CODEC_MASK,
-    RECORD_BATCH_OVERHEAD,
-    DefaultRecordBatch,
-    encode_batch,
-    encode_record,
-)
-from .memory_records import (
-    MIN_ENTRY_SIZE_FIELD,
-    BatchRetention,
-    FilterResult,
-    MemoryRecords,
-    RecordFilter,
-    Records,
-    filter_to,
-    frame_entry,
-)
-from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, batch_at, next_valid_batch
-from .offline_retention import (
-    Deletion,
-    OfflineRetention,
-    RetentionPlan,
-    RetentionSegment,
-    plan_partition_retention,
-    plan_retention,
-)
-from .segment import LogOffsetPosition, LogSegment, TimestampAndOffset
-from .remote import DEFAULT_BLOCK_SIZE, SMALL_BLOCK_SIZE, RangeReader, Storage, is_remote, normalize_path
-from .transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
-from .errors import ReadOnlyLogError
+from .log_config import LogConfig
+from .memory_records import MemoryRecords
+from .memory_records_builder import RecordBatchBuilder
 from .native import core_name
+from .record import ControlRecord, ControlRecordType, Header, Record, RecordBatch, TimestampType
+from .segment import LogSegment
+from .transaction_index import AbortedTxn, TransactionIndex
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "core_name",
+    # records
     "MemoryRecords",
     "FileRecords",
-    "Storage",
-    "RangeReader",
-    "is_remote",
-    "normalize_path",
-    "filename_prefix",
-    "DEFAULT_BLOCK_SIZE",
-    "SMALL_BLOCK_SIZE",
-    "Records",
     "RecordBatch",
-    "DefaultRecordBatch",
-    "LegacyRecordBatch",
     "Record",
     "ControlRecord",
     "Header",
@@ -185,6 +53,9 @@ __all__ = [
     "Compression",
     "TimestampType",
     "ControlRecordType",
+    "RecordColumns",
+    "decode_columns",
+    # indexes and segments
     "OffsetIndex",
     "TimeIndex",
     "TransactionIndex",
@@ -192,31 +63,18 @@ __all__ = [
     "TimestampOffset",
     "AbortedTxn",
     "LogSegment",
-    "LogOffsetPosition",
-    "TimestampAndOffset",
-    "LogConfig",
-    "parse_config_int",
-    "parse_config_bool",
+    # the partition log
     "Log",
-    "LogCleaner",
-    "CleanerStats",
-    "CleanerProgress",
-    "OffsetMap",
-    "RecordFilter",
-    "BatchRetention",
-    "FilterResult",
-    "filter_to",
-    "LogCleaningAbortedError",
-    "ConversionError",
+    "LogConfig",
     "LogAppendInfo",
     "LogOffsetMetadata",
-    "RetentionPlan",
-    "Deletion",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
-    "RecordColumns",
-    "decode_columns",
+    # compaction
+    "LogCleaner",
+    "CleanerStats",
+    # errors (every other one is in kafkalog.errors)
     "KafkalogError",
     "TruncatedRecordError",
     "CorruptRecordError",
@@ -229,96 +87,7 @@ __all__ = [
     "LogClosedError",
     "CorruptCheckpointError",
     "OffsetOutOfRangeError",
-    "UnexpectedAppendOffsetError",
-    "InvalidTimestampError",
-    "InvalidProducerEpochError",
-    "OutOfOrderSequenceError",
-    "DuplicateSequenceError",
-    "InvalidTxnStateError",
-    "CLEANER_OFFSET_CHECKPOINT",
-    "EpochEntry",
-    "LEADER_EPOCH_CHECKPOINT",
-    "LOG_START_OFFSET_CHECKPOINT",
-    "LeaderEpochCheckpointFile",
-    "OffsetCheckpointFile",
-    "PARTITION_METADATA",
-    "PartitionMetadataFile",
-    "RECOVERY_POINT_OFFSET_CHECKPOINT",
-    "REPLICATION_OFFSET_CHECKPOINT",
-    "new_topic_id",
-    "fsync_dir",
-    "write_atomically",
-    "lock_directory",
-    "ensure_not_locked",
-    "LOCK_FILE",
-    "DEFAULT_DEDUPE_BUFFER_SIZE",
-    "LogToClean",
-    "REASONS",
-    "cleanable_offsets",
-    "codec_for_id",
-    "CLEANED_SUFFIX",
-    "DELETED_SUFFIX",
-    "INDEX_SUFFIX",
-    "LOG_SUFFIX",
-    "PARTITION_DIR",
-    "SEGMENT_FILE",
-    "SNAPSHOT_SUFFIX",
-    "SPECIAL_DIR",
-    "SWAP_SUFFIX",
-    "TIME_INDEX_SUFFIX",
-    "TXN_INDEX_SUFFIX",
-    "find_partition_dirs",
-    "partition_dir_names",
-    "offset_from_file",
-    "offset_index_file",
-    "parse_partition_dir",
-    "delete_dir_name",
-    "partition_of",
-    "segment_base_offset",
-    "segment_logs",
-    "segment_log_names",
-    "time_index_file",
-    "txn_index_file",
-    "validate_topic_name",
-    "log_file",
-    "snapshot_file",
-    "encode_message_set",
-    "AppendOrigin",
-    "ProducerStateEntry",
-    "ProducerStateManager",
-    "TransactionCoordinatorFencedError",
-    "decode_snapshot",
-    "MAGIC_V0",
-    "MAGIC_V1",
-    "MAGIC_V2",
-    "NO_TIMESTAMP",
-    "LOG_OVERHEAD",
-    "HEADER_SIZE_UP_TO_MAGIC",
-    "encode_batch",
-    "encode_record",
-    "RECORD_BATCH_OVERHEAD",
-    "frame_entry",
-    "DEFAULT_MAX_RESYNC_BATCH",
-    "all_zero",
-    "next_valid_batch",
-    "batch_at",
-    "plan_partition_retention",
-    "OfflineRetention",
-    "RetentionSegment",
-    "plan_retention",
-    "INTERNAL_TOPICS",
-    "SYSTEM_TOPICS",
-    "TXN_INDEX_ENTRY",
-    "SNAPSHOT_HEADER",
-    "SNAPSHOT_ENTRY",
-    "EARLIEST_LOCAL_TIMESTAMP",
-    "LATEST_TIERED_TIMESTAMP",
-    "crc32c",
-    "COMPRESSION_CODEC_MASK",
-    "MIN_ENTRY_SIZE_FIELD",
-    "SNAPSHOT_VERSION",
-    "TMP_SUFFIX",
-    "TXN_INDEX_VERSION",
     "ReadOnlyLogError",
-    "RemoteReadError",
+    # which record core runs
+    "core_name",
 ]

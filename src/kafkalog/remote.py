@@ -309,7 +309,7 @@ class Storage:
     def put_bytes(self, path: str, data: bytes) -> None:
         """Store ``data`` as object ``path``, whole, with one PUT (atomic on an object store: a
         reader gets the old object or the new one). Remote filesystems only: callers replace a
-        local file with ``kafkalog.write_atomically`` (temporary file, fsync, rename), which this
+        local file with ``kafkalog.durable.write_atomically`` (temporary file, fsync, rename), which this
         layer sits below."""
         if self.is_local:
             raise InvalidConfigError("put_bytes writes objects on a remote filesystem; use write_atomically "

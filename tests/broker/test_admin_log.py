@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalog import SPECIAL_DIR, LogConfig, delete_dir_name, partition_of
+from kafkalog import LogConfig
+from kafkalog.filenames import SPECIAL_DIR, delete_dir_name, partition_of
 from kafkalog.broker._upconvert import to_v2
 from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.compression import Compression

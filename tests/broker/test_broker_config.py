@@ -1,5 +1,5 @@
 """The broker's and the group coordinator's settings are read with the one config value parser
-(``kafkalog.parse_config_int``/``parse_config_bool``): Kafka's syntax, and each setting's
+(``kafkalog.log_config.parse_config_int``/``parse_config_bool``): Kafka's syntax, and each setting's
 range up to the reach of its Kafka type (INT or LONG)."""
 
 from __future__ import annotations

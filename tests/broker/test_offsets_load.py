@@ -12,15 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog import (
-    AppendOrigin,
-    ControlRecordType,
-    FileRecords,
-    Log,
-    LogConfig,
-    MemoryRecords,
-    RecordBatchBuilder,
-)
+from kafkalog import ControlRecordType, FileRecords, Log, LogConfig, MemoryRecords, RecordBatchBuilder
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.broker._group_config import GroupConfig
 from kafkalog.broker._offsets_topic import OffsetsTopic
 from kafkalog.errors import InvalidRecordError

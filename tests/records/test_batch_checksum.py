@@ -12,17 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalog import (
-    LOG_OVERHEAD,
-    MAGIC_V0,
-    MAGIC_V1,
-    MAGIC_V2,
-    Compression,
-    CorruptRecordError,
-    MemoryRecords,
-    RecordBatchBuilder,
-    TimestampType,
-)
+from kafkalog import Compression, CorruptRecordError, MemoryRecords, RecordBatchBuilder, TimestampType
+from kafkalog.record import LOG_OVERHEAD, MAGIC_V0, MAGIC_V1, MAGIC_V2
 from kafkalog.recordbatch import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,

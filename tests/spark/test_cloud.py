@@ -18,7 +18,9 @@ pytest.importorskip("moto")
 from moto_s3 import s3, s3_server  # noqa: E402,F401
 from test_spark import build_log  # noqa: E402
 
-from kafkalog import SMALL_BLOCK_SIZE, AppendOrigin, Compression, ControlRecordType, FileRecords, Log, LogConfig, RecordBatchBuilder, Storage, normalize_path  # noqa: E402
+from kafkalog import Compression, ControlRecordType, FileRecords, Log, LogConfig, RecordBatchBuilder
+from kafkalog.producer_state.manager import AppendOrigin
+from kafkalog.remote import SMALL_BLOCK_SIZE, Storage, normalize_path  # noqa: E402
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidOffsetError  # noqa: E402
 from kafkalog.spark import read_records  # noqa: E402
 

@@ -18,7 +18,8 @@ from spark_fixtures import rows, spark  # noqa: E402,F401
 from test_cloud import _big_log, _selected_bytes  # noqa: E402
 from test_spark import build_log  # noqa: E402
 
-from kafkalog import SMALL_BLOCK_SIZE, Log, LogConfig, RecordBatchBuilder  # noqa: E402
+from kafkalog import Log, LogConfig, RecordBatchBuilder
+from kafkalog.remote import SMALL_BLOCK_SIZE  # noqa: E402
 from kafkalog.errors import InvalidConfigError  # noqa: E402
 from kafkalog.spark import read_records  # noqa: E402
 from kafkalog.spark._options import _ReadOptions  # noqa: E402

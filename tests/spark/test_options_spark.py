@@ -14,7 +14,8 @@ from spark_fixtures import rows, spark  # noqa: F401
 from test_spark import T0, _txn_batch, build_log, direct_rows, read
 from test_spark_stream import append, stream
 
-from kafkalog import AppendOrigin, ControlRecordType, Log, LogConfig, RecordBatchBuilder
+from kafkalog import ControlRecordType, Log, LogConfig, RecordBatchBuilder
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.spark import _stream
 from kafkalog.spark._arrow import _arrow_schema
 from kafkalog.spark._options import _ReadOptions

@@ -12,15 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog import (
-    AppendOrigin,
-    ControlRecordType,
-    FileRecords,
-    Header,
-    Log,
-    LogConfig,
-    RecordBatchBuilder,
-)
+from kafkalog import ControlRecordType, FileRecords, Header, Log, LogConfig, RecordBatchBuilder
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.errors import CorruptRecordError, InvalidConfigError, InvalidOffsetError
 from kafkalog.spark import read_arrow, read_columns, read_records
 

@@ -30,7 +30,7 @@ from spark_fixtures import spark  # noqa: E402,F401
 from test_sink import CRASHES, Crash, batches_st, crashing, drive, run  # noqa: E402
 from test_spark_stream import append  # noqa: E402
 
-from kafkalog import Storage  # noqa: E402
+from kafkalog.remote import Storage  # noqa: E402
 from kafkalog.errors import KafkalogError  # noqa: E402
 from kafkalog.spark import _sink, read_records  # noqa: E402
 from kafkalog.spark._sink import _SinkState, _StreamWriter  # noqa: E402

@@ -18,7 +18,8 @@ from azurite import azure  # noqa: E402,F401
 # the S3 tests' helpers: they take any server fixture with storage ``options``
 from test_write_remote import check_exactly_once, race, read_back, rows, writer  # noqa: E402
 
-from kafkalog import SEGMENT_FILE, Storage  # noqa: E402
+from kafkalog.filenames import SEGMENT_FILE
+from kafkalog.remote import Storage  # noqa: E402
 
 
 def test_azure_is_a_store_with_optimistic_claims(azure):

@@ -20,14 +20,9 @@ pytest.importorskip("pyspark")
 from moto_s3 import s3, s3_server  # noqa: E402,F401
 from pyspark.sql.types import BinaryType, StructField, StructType  # noqa: E402
 
-from kafkalog import (  # noqa: E402
-    LEADER_EPOCH_CHECKPOINT,
-    FileRecords,
-    Log,
-    LogConfig,
-    RecordBatchBuilder,
-    Storage,
-)
+from kafkalog import FileRecords, Log, LogConfig, RecordBatchBuilder
+from kafkalog.checkpoint import LEADER_EPOCH_CHECKPOINT
+from kafkalog.remote import Storage
 from kafkalog.spark import read_records  # noqa: E402
 from kafkalog.spark._write import _write_options, _Writer  # noqa: E402
 

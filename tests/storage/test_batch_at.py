@@ -1,4 +1,4 @@
-"""``kafkalog.batch_at``: the one check of a position taken from an index entry (used by the
+"""``kafkalog.resync.batch_at``: the one check of a position taken from an index entry (used by the
 Spark planner and reader and by ``kafkalog groups``' end offsets) before it is trusted."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog import FileRecords, RecordBatchBuilder, batch_at
+from kafkalog import FileRecords, RecordBatchBuilder
+from kafkalog.resync import batch_at
 
 
 def _segment(path: Path, magic: int, base: int, sizes: list[int]) -> list[tuple[int, int]]:

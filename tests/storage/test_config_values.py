@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalog import LogConfig, parse_config_bool, parse_config_int
+from kafkalog import LogConfig
+from kafkalog.log_config import parse_config_bool, parse_config_int
 from kafkalog.errors import InvalidConfigError
 
 INT32 = (-(2**31), 2**31 - 1)

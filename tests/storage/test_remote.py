@@ -9,7 +9,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog import RangeReader, Storage, is_remote, normalize_path
+from kafkalog.remote import RangeReader, Storage, is_remote, normalize_path
 from kafkalog.remote import _CACHE_BLOCKS
 
 

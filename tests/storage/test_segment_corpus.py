@@ -53,8 +53,8 @@ from kafkalog import (
     MemoryRecords,
     OffsetIndex,
     TimeIndex,
-    TimestampAndOffset,
 )
+from kafkalog.segment import TimestampAndOffset
 from kafkalog.filenames import offset_from_file
 
 MIB = 1024 * 1024

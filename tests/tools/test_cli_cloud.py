@@ -24,7 +24,7 @@ from test_cloud import _big_log  # noqa: E402
 from test_spark import build_log  # noqa: E402
 from test_verify import build_partition, middle_batch, segment_with_aborts  # noqa: E402
 
-from kafkalog import segment_logs  # noqa: E402
+from kafkalog.filenames import segment_logs  # noqa: E402
 from kafkalog.errors import KafkalogError  # noqa: E402
 from kafkalog.tools import main, verify_path, verify_segment  # noqa: E402
 
@@ -368,7 +368,7 @@ def test_file_urls_are_local_paths(store):
 def test_a_failed_request_is_not_reported_as_corruption(s3, store, monkeypatch):
     """A ranged GET that fails midway (the network, throttling) ends the check of that file with
     an error naming the URL and the position, never with a made-up corruption finding."""
-    from kafkalog import Storage
+    from kafkalog.remote import Storage
 
     real = Storage.read_range
 

@@ -14,13 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_verify import T0, build_partition
 
-from kafkalog import (
-    Compression,
-    ConversionError,
-    FileRecords,
-    RecordBatchBuilder,
-    TimestampType,
-)
+from kafkalog import Compression, FileRecords, RecordBatchBuilder, TimestampType
+from kafkalog.errors import ConversionError
 from kafkalog.errors import KafkalogError, UnsupportedCodecError
 from kafkalog.filenames import segment_logs
 from kafkalog.log import Log

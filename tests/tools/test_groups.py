@@ -16,14 +16,8 @@ from conftest import examples
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkalog import (
-    AppendOrigin,
-    ControlRecordType,
-    FileRecords,
-    Log,
-    LogConfig,
-    RecordBatchBuilder,
-)
+from kafkalog import ControlRecordType, FileRecords, Log, LogConfig, RecordBatchBuilder
+from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.protocol import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     coordinator_record_schemas,

@@ -6,7 +6,7 @@ The public API of this package is what it exports here; its modules are private.
 
 from __future__ import annotations
 
-from .. import validate_topic_name
+from ..filenames import validate_topic_name
 from ._config import BrokerConfig
 from ._main import main
 from ._server import Broker

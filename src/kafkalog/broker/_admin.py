@@ -7,7 +7,7 @@ import logging
 import re
 from typing import Any
 
-from .. import INTERNAL_TOPICS, validate_topic_name
+from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..errors import InvalidConfigError, KafkalogError
 from ..protocol import ApiKey, ErrorCode, Request, supported_api_versions
 from ._state import MAX_PARTITIONS_PER_TOPIC, PRODUCER_ID_BLOCK_SIZE, _BrokerState

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .. import INTERNAL_TOPICS
+from ..filenames import INTERNAL_TOPICS
 from ..errors import KafkalogError, LogClosedError, OffsetOutOfRangeError
 from ..protocol import ErrorCode, Request
 from ._deletion import remove_deleted

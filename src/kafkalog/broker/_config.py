@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import LogConfig, parse_config_bool, parse_config_int
+from .. import LogConfig
+from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 from ._group_config import GROUP_KEYS, GroupConfig
 

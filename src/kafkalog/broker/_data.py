@@ -16,19 +16,11 @@ import logging
 import time
 from typing import Any
 
-from .. import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAGIC_V2,
-    MAX_TIMESTAMP,
-    Compression,
-    Log,
-    MemoryRecords,
-    TransactionCoordinatorFencedError,
-    offset_from_file,
-)
+from .. import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Compression, Log, MemoryRecords
+from ..filenames import offset_from_file
+from ..log import EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP
+from ..producer_state.manager import TransactionCoordinatorFencedError
+from ..record import MAGIC_V2
 from ..errors import (
     CorruptRecordError,
     InvalidProducerEpochError,

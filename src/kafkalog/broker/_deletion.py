@@ -11,7 +11,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import SPECIAL_DIR, delete_dir_name, fsync_dir, partition_of
+from ..durable import fsync_dir
+from ..filenames import SPECIAL_DIR, delete_dir_name, partition_of
 
 _log = logging.getLogger(__package__)
 _DELETE_KIND = "delete"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .. import parse_config_bool, parse_config_int
+from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 
 _INT32_MAX = 2**31 - 1

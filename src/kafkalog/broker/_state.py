@@ -5,7 +5,7 @@ directory's lock and the broker's metadata file, topic creation and retention.
 directory holds ``kafkalog-broker.json`` — the cluster id, each topic's id, partition count and
 config overrides, the start of the next block of producer ids, and the topics being deleted
 (see ``_admin_topics.py``) — rewritten atomically
-(:func:`kafkalog.write_atomically`) on every change, and ``.kafkalog-broker.lock`` (an
+(:func:`kafkalog.durable.write_atomically`) on every change, and ``.kafkalog-broker.lock`` (an
 ``flock`` so two brokers never share a directory; Log's ``.lock`` stays Log's). Producer ids are handed
 out in blocks of 1,000 as Kafka's ``ProducerIdManager`` does: the block end is made durable
 before an id of it is returned, so ids are never reused after a restart or a crash. A directory
@@ -27,15 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import (
-    Log,
-    LogConfig,
-    lock_directory,
-    new_topic_id,
-    parse_partition_dir,
-    validate_topic_name,
-    write_atomically,
-)
+from .. import Log, LogConfig
+from ..checkpoint import new_topic_id
+from ..durable import lock_directory, write_atomically
+from ..filenames import parse_partition_dir, validate_topic_name
 from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from ..protocol import ErrorCode
 from ._config import BrokerConfig

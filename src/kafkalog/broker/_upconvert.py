@@ -20,7 +20,8 @@ is appended as it came, which :meth:`~kafkalog.Log.append` refuses (one magic pe
 
 from __future__ import annotations
 
-from .. import MAGIC_V2, Compression, MemoryRecords, RecordBatchBuilder, TimestampType
+from .. import Compression, MemoryRecords, RecordBatchBuilder, TimestampType
+from ..record import MAGIC_V2
 from ..errors import InvalidTimestampError
 
 #: v0 messages carry no timestamp (Kafka's ``RecordBatch.NO_TIMESTAMP``).

@@ -1,7 +1,7 @@
 """Finding the partition directories and segment files a read covers (on the driver).
 
 The read's path is a log directory, a partition directory or a glob of either, on any
-filesystem :class:`kafkalog.Storage` opens (local, ``file://``, ``s3://``, ``gs://``, ...); it
+filesystem :class:`kafkalog.remote.Storage` opens (local, ``file://``, ``s3://``, ``gs://``, ...); it
 was made absolute and normalised when the options were parsed, so executors find the same
 files. Kafka's name rules (``<topic>-<partition>`` directories, ``<20 digits>.log`` segments,
 the system topics a reader skips unless asked) come from :mod:`kafkalog.filenames` through the
@@ -14,13 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import (
-    PARTITION_DIR,
-    SEGMENT_FILE,
-    SYSTEM_TOPICS,
-    Storage,
-    filename_prefix,
-)
+from ..filenames import PARTITION_DIR, SEGMENT_FILE, SYSTEM_TOPICS, filename_prefix
+from ..remote import Storage
 from ..errors import InvalidConfigError
 from ._options import _ReadOptions
 

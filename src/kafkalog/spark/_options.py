@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, overload
 
-from .. import Storage, normalize_path, parse_config_bool, parse_config_int
+from ..log_config import parse_config_bool, parse_config_int
+from ..remote import Storage, normalize_path
 from ..errors import InvalidConfigError
 
 #: Spark's JSON codes for the earliest and the latest offset of a partition.

@@ -3,7 +3,7 @@
 The directory may be live (a broker or a ``Log`` appending, rolling, deleting): the offset and
 time indexes are read with :meth:`kafkalog.OffsetIndex.read_live` (copied, never mapped, cut
 to their live entries), and every position taken from an index entry is checked to frame a
-batch before it is trusted (:func:`kafkalog.batch_at`). A segment deleted meanwhile is left out.
+batch before it is trusted (:func:`kafkalog.resync.batch_at`). A segment deleted meanwhile is left out.
 """
 
 from __future__ import annotations
@@ -13,25 +13,18 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .. import (
+from .. import AbortedTxn, FileRecords, OffsetIndex, RecordBatch, TimeIndex, TransactionIndex
+from ..checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
-    LOG_OVERHEAD,
     LOG_START_OFFSET_CHECKPOINT,
-    MAGIC_V2,
-    SEGMENT_FILE,
-    SMALL_BLOCK_SIZE,
-    AbortedTxn,
-    FileRecords,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
-    OffsetIndex,
-    RecordBatch,
-    Storage,
-    TimeIndex,
-    TransactionIndex,
-    batch_at,
-    decode_snapshot,
 )
+from ..filenames import SEGMENT_FILE
+from ..producer_state.snapshot import decode_snapshot
+from ..record import LOG_OVERHEAD, MAGIC_V2
+from ..remote import SMALL_BLOCK_SIZE, Storage
+from ..resync import batch_at
 from ..errors import (
     CorruptCheckpointError,
     CorruptRecordError,

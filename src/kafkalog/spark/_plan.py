@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import FileRecords, batch_at
+from .. import FileRecords
+from ..resync import batch_at
 from ..errors import InvalidOffsetError
 from ._options import EARLIEST, LATEST, _ReadOptions
 from ._partition import _first_entry_after, _PartitionLog, _Segment

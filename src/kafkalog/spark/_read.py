@@ -18,10 +18,6 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import (
-    DEFAULT_BLOCK_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_ENTRY_SIZE_FIELD,
     ControlRecordType,
     FileRecords,
     KafkalogError,
@@ -29,10 +25,12 @@ from .. import (
     OffsetIndex,
     RecordBatch,
     RecordColumns,
-    Storage,
-    batch_at,
     decode_columns,
 )
+from ..memory_records import MIN_ENTRY_SIZE_FIELD
+from ..record import LOG_OVERHEAD, MAGIC_V2
+from ..remote import DEFAULT_BLOCK_SIZE, Storage
+from ..resync import batch_at
 from ..errors import InvalidOffsetError
 from ._discovery import _segment_file
 from ._options import _ReadOptions

@@ -21,7 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import Header, RecordColumns, normalize_path
+from .. import Header, RecordColumns
+from ..remote import normalize_path
 from ..errors import InvalidConfigError
 from ._discovery import _discover
 from ._options import DEFAULT_MAX_RECORDS_PER_BATCH, _ReadOptions

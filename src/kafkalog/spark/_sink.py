@@ -5,7 +5,7 @@ Each micro-batch is written as :mod:`._write` writes a batch job (task attempts 
 batches privately; the driver's commit appends the committed attempts: through
 :class:`kafkalog.Log` locally, as new segment objects on a store), and the sink records the
 micro-batch id with the data in a state file of the log directory,
-``.kafkalog-sink-<sinkId>.json``: replaced with :func:`kafkalog.write_atomically` locally
+``.kafkalog-sink-<sinkId>.json``: replaced with :func:`kafkalog.durable.write_atomically` locally
 (temporary file, fsync, rename, directory fsync), written whole with one PUT on an object store
 (a PUT is atomic: a reader gets the old object or the new one). A file, not a directory, so
 that a broker loading the log directory does not take it for a partition.
@@ -46,7 +46,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import SEGMENT_FILE, Log, LogConfig, Storage, write_atomically
+from .. import Log, LogConfig
+from ..durable import write_atomically
+from ..filenames import SEGMENT_FILE
+from ..remote import Storage
 from ..errors import InvalidConfigError, KafkalogError
 from ._compat import DataSourceStreamArrowWriter, pa
 from ._write import _WriteCommit, _WriteOptions, _Writer

@@ -70,7 +70,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from .. import KafkalogError, normalize_path
+from .. import KafkalogError
+from ..remote import normalize_path
 from ..errors import InvalidConfigError
 from ._arrow import (
     _arrow_batches,

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .. import write_atomically
+from ..durable import write_atomically
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 

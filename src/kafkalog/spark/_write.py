@@ -23,18 +23,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import (
-    PARTITION_DIR,
-    Compression,
-    FileRecords,
-    Log,
-    LogConfig,
-    MemoryRecords,
-    RecordBatchBuilder,
-    Storage,
-    normalize_path,
-    validate_topic_name,
-)
+from .. import Compression, FileRecords, Log, LogConfig, MemoryRecords, RecordBatchBuilder
+from ..filenames import PARTITION_DIR, validate_topic_name
+from ..remote import Storage, normalize_path
 from ..errors import InvalidConfigError, KafkalogError, RecordTooLargeError
 from ._arrow import _epoch_ms
 from ._compat import DataSourceArrowWriter, WriterCommitMessage, pa

@@ -50,14 +50,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .. import (
-    SEGMENT_FILE,
-    FileRecords,
-    Log,
-    LogConfig,
-    MemoryRecords,
-    Storage,
-)
+from .. import FileRecords, Log, LogConfig, MemoryRecords
+from ..filenames import SEGMENT_FILE
+from ..remote import Storage
 from ..errors import KafkalogError
 from ._discovery import _PartitionDir
 from ._options import _ReadOptions

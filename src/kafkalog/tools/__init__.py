@@ -24,7 +24,7 @@ from ._groups import PartitionLag, consumer_group_lag, group_lag
 from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes, rebuild_path
 from ._salvage import RepairedBatch, SalvageReport, SkippedRegion, salvage_segment
 from ._summary import summarise
-from ._txn import TransactionTracker, TxnEnd
+from ..transaction_tracker import TransactionTracker, TxnEnd
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import (
     MAX_PROBLEMS_PER_KIND,

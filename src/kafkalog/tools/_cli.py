@@ -10,7 +10,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from .. import DEFAULT_DEDUPE_BUFFER_SIZE, KafkalogError, OffsetMap, __version__, core_name
+from .. import KafkalogError, __version__, core_name
+from ..cleaner import DEFAULT_DEDUPE_BUFFER_SIZE
+from ..cleaner_offset_map import OffsetMap
 from ._commands import (
     _run_convert,
     _run_rebuild,

@@ -11,7 +11,9 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import TMP_SUFFIX, Log, LogConfig, plan_partition_retention
+from .. import Log, LogConfig
+from ..durable import TMP_SUFFIX
+from ..offline_retention import plan_partition_retention
 from ..errors import KafkalogError
 from ._convert import convert_path
 from ._files import Location

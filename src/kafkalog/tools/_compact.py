@@ -6,16 +6,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from .. import (
-    REASONS,
-    CleanerProgress,
-    CleanerStats,
-    Log,
-    LogCleaner,
-    LogConfig,
-    LogToClean,
-    cleanable_offsets,
-)
+from .. import CleanerStats, Log, LogCleaner, LogConfig
+from ..cleaner_manager import LogToClean, cleanable_offsets
+from ..cleaner_stats import REASONS, CleanerProgress
 from ._commands import _cli_properties, _config_from
 from ._progress import _ProgressBar
 from ._tool import _now_ms, _partitions_at, _table, _Tool, _ts

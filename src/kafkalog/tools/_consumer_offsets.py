@@ -20,17 +20,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .. import (
-    PARTITION_DIR,
-    FileRecords,
-    OffsetIndex,
-    RecordBatch,
-    batch_at,
-    find_partition_dirs,
-    offset_from_file,
-    offset_index_file,
-    segment_logs,
-)
+from .. import FileRecords, OffsetIndex, RecordBatch
+from ..filenames import PARTITION_DIR, find_partition_dirs, offset_from_file, offset_index_file, segment_logs
+from ..resync import batch_at
 from ..errors import (
     CorruptRecordError,
     InvalidRecordError,

@@ -26,18 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import (
-    INDEX_SUFFIX,
-    LEADER_EPOCH_CHECKPOINT,
-    LOG_SUFFIX,
-    MAGIC_V0,
-    MAGIC_V2,
-    NO_TIMESTAMP,
-    PARTITION_METADATA,
-    SEGMENT_FILE,
-    SNAPSHOT_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
-    TXN_INDEX_SUFFIX,
     Compression,
     FileRecords,
     LogConfig,
@@ -47,14 +35,23 @@ from .. import (
     RecordBatch,
     TimeIndex,
     TimestampType,
-    codec_for_id,
-    encode_batch,
-    encode_message_set,
-    encode_record,
-    fsync_dir,
+)
+from ..checkpoint import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
+from ..compression import codec_for_id
+from ..durable import TMP_SUFFIX, fsync_dir
+from ..filenames import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_FILE,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_base_offset,
     segment_logs,
 )
+from ..legacy_record import encode_message_set
+from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP
+from ..recordbatch import encode_batch, encode_record
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
 from ._jvm import _INT32_MAX
 from ._rebuild import _MIN_ENTRY, _index_path, ensure_not_in_use

@@ -8,24 +8,13 @@ import stat
 import struct
 from typing import NamedTuple
 
-from .. import (
-    COMPRESSION_CODEC_MASK,
-    LEADER_EPOCH_CHECKPOINT,
-    TXN_INDEX_ENTRY,
-    TXN_INDEX_VERSION,
-    ControlRecordType,
-    FileRecords,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
-    OffsetIndex,
-    Record,
-    RecordBatch,
-    TimeIndex,
-    decode_snapshot,
-    is_remote,
-    next_valid_batch,
-    normalize_path,
-)
+from .. import ControlRecordType, FileRecords, OffsetIndex, Record, RecordBatch, TimeIndex
+from ..checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from ..producer_state.snapshot import decode_snapshot
+from ..recordbatch import COMPRESSION_CODEC_MASK
+from ..remote import is_remote, normalize_path
+from ..resync import next_valid_batch
+from ..transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION
 from ..errors import KafkalogError, RemoteReadError
 from ..protocol import (
     KRAFT_CONTROL_RECORDS,

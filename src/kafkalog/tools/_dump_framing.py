@@ -1,7 +1,7 @@
 """Framing as Kafka's ``FileLogInputStream`` sees it, for the dump: why iteration stopped.
 
 The dump reports a stop in Kafka's words (a partial entry at the end, or corrupt framing);
-finding the next valid batch after it is :func:`kafkalog.next_valid_batch`, the one resync
+finding the next valid batch after it is :func:`kafkalog.resync.next_valid_batch`, the one resync
 scanner every reader uses.
 """
 
@@ -10,7 +10,9 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .. import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V0, MAGIC_V2, MIN_ENTRY_SIZE_FIELD, FileRecords
+from .. import FileRecords
+from ..memory_records import MIN_ENTRY_SIZE_FIELD
+from ..record import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V0, MAGIC_V2
 
 # The size field (at byte 8) and the magic byte (at byte 16) of any entry, v0 to v2.
 _SIZE_MAGIC = struct.Struct(">8xi4xb")

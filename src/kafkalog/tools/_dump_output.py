@@ -6,7 +6,8 @@ import json
 from collections.abc import Iterator
 from typing import IO, NamedTuple
 
-from .. import ProducerStateEntry, RecordBatch
+from .. import RecordBatch
+from ..producer_state.entry import ProducerStateEntry
 from ._decoders import _Parsed
 from ._jvm import _jbool, _optional_long, _ScalaHashMap
 from ._spool import _PairSpool

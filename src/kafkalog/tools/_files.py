@@ -1,7 +1,7 @@
 """Where the read-only commands (``dump``, ``verify``, ``stat``) read: a local path, or a URL
 of any filesystem fsspec knows (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ...; credentials
 and endpoint from fsspec's usual configuration), read in place through one
-:class:`kafkalog.Storage`.
+:class:`kafkalog.remote.Storage`.
 
 A :class:`Location` is one file or directory with the few pathlib operations the commands use.
 On the local filesystem each is pathlib's own, so the commands behave on disk exactly as they
@@ -12,7 +12,7 @@ always did. On a remote one:
   about its entries (exists, is a file, size), so checking a segment's siblings costs nothing;
 - small files (indexes, snapshots, checkpoints) are fetched whole, one request each;
 - ``.log`` files are read by position (:meth:`Location.open_records`): ranged requests through
-  a :class:`kafkalog.RangeReader` with a bounded read-ahead, so a walk over a segment fetches
+  a :class:`kafkalog.remote.RangeReader` with a bounded read-ahead, so a walk over a segment fetches
   its bytes about once and a lookup only the blocks it touches.
 
 Nothing is written, no temporary file is made, and every path a report or an error names is
@@ -28,15 +28,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import (
-    DEFAULT_BLOCK_SIZE,
-    FileRecords,
-    Storage,
-    is_remote,
-    normalize_path,
-    partition_dir_names,
-    segment_log_names,
-)
+from .. import FileRecords
+from ..filenames import partition_dir_names, segment_log_names
+from ..remote import DEFAULT_BLOCK_SIZE, Storage, is_remote, normalize_path
 from ..errors import KafkalogError
 
 #: What a directory holds: files (name -> size) and directory names; None: no such directory.

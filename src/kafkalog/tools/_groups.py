@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import PARTITION_DIR, segment_logs
+from ..filenames import PARTITION_DIR, segment_logs
 from ._consumer_offsets import (
     CommittedOffset,
     ConsumerOffsets,

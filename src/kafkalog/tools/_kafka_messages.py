@@ -2,7 +2,7 @@
 at startup (``OffsetIndex``/``TimeIndex.sanityCheck``) and the producer-snapshot read
 (``ProducerStateManager.readSnapshot``).
 
-The library's checks (``sanity_check``, :func:`kafkalog.decode_snapshot`) decide the same
+The library's checks (``sanity_check``, :func:`kafkalog.producer_state.snapshot.decode_snapshot`) decide the same
 questions with kafkalog's messages; ``kafka-dump-log.sh`` prints Kafka's exception text, so the
 dump reproduces it here.
 """
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import struct
 
-from .. import SNAPSHOT_ENTRY, SNAPSHOT_HEADER, SNAPSHOT_VERSION, OffsetIndex, TimeIndex, crc32c
+from .. import OffsetIndex, TimeIndex
+from ..crc import crc32c
+from ..producer_state.manager import SNAPSHOT_VERSION
+from ..producer_state.snapshot import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 
 
 def _offset_index_problem(index: OffsetIndex, abs_path: str, length: int) -> str | None:

@@ -21,28 +21,22 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import (
+from .. import FileRecords, OffsetIndex, TimeIndex, TransactionIndex
+from ..durable import TMP_SUFFIX, ensure_not_locked, fsync_dir
+from ..filenames import (
     INDEX_SUFFIX,
-    LOG_OVERHEAD,
     LOG_SUFFIX,
-    MAGIC_V2,
-    MIN_ENTRY_SIZE_FIELD,
     TIME_INDEX_SUFFIX,
-    TMP_SUFFIX,
     TXN_INDEX_SUFFIX,
-    FileRecords,
-    OffsetIndex,
-    TimeIndex,
-    TransactionIndex,
-    ensure_not_locked,
     find_partition_dirs,
-    fsync_dir,
     segment_base_offset,
     segment_logs,
 )
+from ..memory_records import MIN_ENTRY_SIZE_FIELD
+from ..record import LOG_OVERHEAD, MAGIC_V2
 from ..errors import KafkalogError
 from ._jvm import _INT32_MAX
-from ._txn import TransactionTracker
+from ..transaction_tracker import TransactionTracker
 from ._verify_report import Progress, ProgressTicker
 
 #: The smallest whole entry: a v0 message with a null key and value.
@@ -51,7 +45,7 @@ _MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD
 
 def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
     """Refuse to touch a partition whose log directory is locked by a running kafkalog ``Log``
-    or a Kafka broker (:func:`kafkalog.ensure_not_locked` on the partition's parent).
+    or a Kafka broker (:func:`kafkalog.durable.ensure_not_locked` on the partition's parent).
 
     Raises:
         KafkalogError: the log directory is in use.

@@ -33,18 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import (
-    DEFAULT_MAX_RESYNC_BATCH,
-    LOG_SUFFIX,
-    MAGIC_V2,
-    TMP_SUFFIX,
-    Compression,
-    FileRecords,
-    RecordBatch,
-    all_zero,
-    fsync_dir,
-    next_valid_batch,
-)
+from .. import Compression, FileRecords, RecordBatch
+from ..durable import TMP_SUFFIX, fsync_dir
+from ..filenames import LOG_SUFFIX
+from ..record import MAGIC_V2
+from ..resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
 from ..errors import KafkalogError, TruncatedRecordError
 from ._jvm import _INT32_MAX
 from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from .. import find_partition_dirs, is_remote, segment_logs
+from ..filenames import find_partition_dirs, segment_logs
+from ..remote import is_remote
 from ..errors import KafkalogError
 from ._progress import _ProgressBar
 from ._verify_report import Problem

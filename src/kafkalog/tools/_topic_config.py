@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import FileRecords, LogConfig, parse_partition_dir
+from .. import FileRecords, LogConfig
+from ..filenames import parse_partition_dir
 from ..errors import KafkalogError
 from ..protocol import (
     CONFIG_RESOURCE_TOPIC,

@@ -7,30 +7,32 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import (
-    CLEANED_SUFFIX,
+from ..checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
-    LOG_SUFFIX,
     PARTITION_METADATA,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+)
+from ..filenames import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
     SEGMENT_FILE,
     SNAPSHOT_SUFFIX,
     SPECIAL_DIR,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    LeaderEpochCheckpointFile,
-    OffsetCheckpointFile,
-    PartitionMetadataFile,
-    decode_snapshot,
     partition_of,
     segment_base_offset,
 )
+from ..producer_state.snapshot import decode_snapshot
 from ..errors import CorruptCheckpointError, KafkalogError
 from ._files import Location
 from ._verify_report import _OFFSET_CHECKPOINTS, PartitionReport, Progress, SegmentReport, VerifyReport, _Problems

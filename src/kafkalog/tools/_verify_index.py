@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .. import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, OffsetIndex, TimeIndex
+from .. import AbortedTxn, OffsetIndex, TimeIndex
+from ..transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION
 from ._files import Location
 from ._verify_report import _Problems
 

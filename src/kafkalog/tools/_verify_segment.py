@@ -7,29 +7,16 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    MAGIC_V2,
-    SMALL_BLOCK_SIZE,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    Compression,
-    ControlRecordType,
-    EpochEntry,
-    FileRecords,
-    OffsetIndex,
-    RecordBatch,
-    TimeIndex,
-    TimestampType,
-    all_zero,
-    next_valid_batch,
-    segment_base_offset,
-)
+from .. import Compression, ControlRecordType, FileRecords, OffsetIndex, RecordBatch, TimeIndex, TimestampType
+from ..checkpoint import EpochEntry
+from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_base_offset
+from ..record import MAGIC_V2
+from ..remote import SMALL_BLOCK_SIZE
+from ..resync import all_zero, next_valid_batch
 from ..errors import CorruptRecordError, KafkalogError, RemoteReadError, TruncatedRecordError
 from ._files import Location
 from ._jvm import _INT32_MAX
-from ._txn import TransactionTracker, TxnEnd
+from ..transaction_tracker import TransactionTracker, TxnEnd
 from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
 from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _Problems
 

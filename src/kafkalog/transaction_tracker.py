@@ -1,13 +1,13 @@
-"""Transactions seen while walking a segment."""
+"""Transactions followed through batches in offset order: which are open, and the
+``.txnindex`` entry each ABORT marker gives (Kafka's producer state while it appends or
+recovers)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .. import MAGIC_V2, AbortedTxn, ControlRecordType, RecordBatch
-
-# ------------------------------------------------------------------------------------------------
-# Transactions
+from .record import MAGIC_V2, ControlRecordType, RecordBatch
+from .transaction_index import AbortedTxn
 
 
 class TxnEnd(NamedTuple):
