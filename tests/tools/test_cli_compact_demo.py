@@ -216,14 +216,14 @@ def test_compact_reports_per_segment_and_per_key_and_does_it(tmp_path) -> None:
     rc, out, err = run("compact", directory, "--dry-run", "--keys", "3", "--now-ms", T0, "--json")
     assert (rc, err) == (0, "")
     report = json.loads(out)
-    assert report["dry_run"] and report["complete"] and report["cleaner_checkpoint"] is None
-    assert (report["first_dirty_offset"], report["first_uncleanable_offset"]) == (0, 92)
+    assert report["dryRun"] and report["complete"] and report["cleanerCheckpoint"] is None
+    assert (report["firstDirtyOffset"], report["firstUncleanableOffset"]) == (0, 92)
     stats = report["stats"]
-    assert {s["base_offset"]: s["removed"] for s in stats["segments"]} == per_segment
-    assert [s["records_read"] for s in stats["segments"]] == [len(rows) for rows in segments.values()]
+    assert {s["baseOffset"]: s["removed"] for s in stats["segments"]} == per_segment
+    assert [s["recordsRead"] for s in stats["segments"]] == [len(rows) for rows in segments.values()]
     assert stats["removed"] == dict(sum((Counter(r) for r in per_segment.values()), Counter()))
     top = sorted(by_key.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
-    assert report["top_keys"] == [{"key_hex": k.hex(), "key": k.decode(), "removed": n} for k, n in top]
+    assert report["topKeys"] == [{"keyHex": k.hex(), "key": k.decode(), "removed": n} for k, n in top]
 
     rc, text, err = run("compact", directory, "--dry-run", "--keys", "3", "--now-ms", T0)
     lines = text.splitlines()
@@ -261,7 +261,7 @@ def test_tombstones_go_after_delete_retention_ms(tmp_path) -> None:
     rc, out, _ = run("compact", directory, "--now-ms", T0 + 5000, "--json", *config, "--keys", "5")
     report = json.loads(out)
     assert report["stats"]["removed"] == {"tombstone": 1}
-    assert report["top_keys"] == [{"key_hex": b"k1".hex(), "key": "k1", "removed": 1}]
+    assert report["topKeys"] == [{"keyHex": b"k1".hex(), "key": "k1", "removed": 1}]
     assert all(key != b"k1" for rows in records_by_segment(directory).values() for _, key, _ in rows)
 
 
@@ -349,9 +349,9 @@ def test_dry_run_counts_match_the_model(tmp_path_factory, rows) -> None:
     rc, out, _ = run("compact", directory, "--dry-run", "--json", "--keys", "9", "--now-ms", T0)
     dry = json.loads(out)
     assert rc == 0
-    got = {s["base_offset"]: s["removed"] for s in dry["stats"]["segments"]} if dry["stats"] else {}
+    got = {s["baseOffset"]: s["removed"] for s in dry["stats"]["segments"]} if dry["stats"] else {}
     assert {b: r for b, r in got.items() if r} == {b: r for b, r in per_segment.items() if r}
-    assert {bytes.fromhex(k["key_hex"]): k["removed"] for k in dry["top_keys"] or []} == dict(by_key)
+    assert {bytes.fromhex(k["keyHex"]): k["removed"] for k in dry["topKeys"] or []} == dict(by_key)
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path) -> None:

@@ -254,7 +254,7 @@ def test_salvage(tmp_path) -> None:
     assert rc == 1 and "exists" in err
     rc, out, _ = run("salvage", "--force", "--json", src, out_dir)
     report = json.loads(out)
-    assert rc == 0 and report["skipped_bytes"] > 0 and report["skipped"][0]["position"] <= 5000
+    assert rc == 0 and report["skippedBytes"] > 0 and report["skipped"][0]["position"] <= 5000
     assert verify_path(tmp_path / "out").ok
 
 

@@ -205,7 +205,7 @@ def test_json_rows(log_dir):
     assert [(r["group"], r["topic"], r["partition"], r["lag"]) for r in rows] == [
         ("app", "orders", 0, 3), ("app", "orders", 1, 4), ("simple", "orders", 1, 0), ("txn", "orders", 0, 1),
     ]
-    assert rows[0]["metadata"] == "m" and rows[0]["commit_timestamp"] == TS and rows[0]["consumer_id"] == "consumer-1-abc"
+    assert rows[0]["metadata"] == "m" and rows[0]["commitTimestamp"] == TS and rows[0]["consumerId"] == "consumer-1-abc"
 
 
 def test_unknown_group_and_missing_topic_are_errors(log_dir, tmp_path):

@@ -80,6 +80,6 @@ def test_a_dry_run_over_a_torn_log_reports_the_recovery_it_would_do(tmp_path) ->
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
     report = json.loads(out)
-    assert report["dry_run"] and report["recovery"]["truncated_bytes"] > 0
-    assert any(line.startswith("would truncate") for line in report["pending_changes"])
+    assert report["dryRun"] and report["recovery"]["truncatedBytes"] > 0
+    assert any(line.startswith("would truncate") for line in report["pendingChanges"])
     assert listing(tmp_path) == before

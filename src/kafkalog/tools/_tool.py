@@ -3,7 +3,8 @@ the text rendering of its reports (tables, timestamps, paths, problems).
 
 The tools are thin adapters: parse the arguments, call the library, render text or JSON, and
 turn a KafkalogError or OSError into one line on stderr and exit status 1. Long operations draw
-a progress line on stderr when it is a terminal.
+a progress line on stderr when it is a terminal. Every JSON document a command writes has
+camelCase keys, as Kafka's own JSON output does (:func:`camel_keys`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,36 @@ def _os_message(e: OSError) -> str:
     return str(e)
 
 
+#: Report keys whose value is a dict keyed by data rather than by field names: ``settings`` maps
+#: Kafka topic property names (``cleanup.policy``) to their values. Those keys are written as
+#: they are; the values below them are converted as usual.
+_DATA_KEYED = frozenset({"settings"})
+
+
+def _camel(name: str) -> str:
+    """A snake_case report key in camelCase (``log_start_offset`` -> ``logStartOffset``)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def camel_keys(obj: object, *, keep: bool = False) -> object:
+    """``obj`` with the keys of every dict in it in camelCase, recursively (``keep``: this dict's
+    own keys are data and stay as they are; see :data:`_DATA_KEYED`).
+
+    The library's reports (``to_dict()``) keep Python's snake_case; the CLI's JSON follows Kafka's
+    convention (``kafka-dump-log.sh``, ``kafka-log-dirs.sh``: ``baseOffset``, ``logStartOffset``),
+    applied here once for every command.
+    """
+    if isinstance(obj, dict):
+        return {
+            (k if keep else _camel(k)): camel_keys(v, keep=not keep and k in _DATA_KEYED)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return [camel_keys(v) for v in obj]
+    return obj
+
+
 class _Tool:
     """The shared plumbing of one tool run: streams, error lines, the exit status."""
 
@@ -79,7 +110,8 @@ class _Tool:
         self.out.write(line + "\n")
 
     def json(self, obj: dict) -> None:
-        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        """Write one JSON document (one line), its keys in camelCase (:func:`camel_keys`)."""
+        self.out.write(json.dumps(camel_keys(obj), separators=(",", ":")) + "\n")
 
     def fail(self, message: str) -> None:
         self.err.write(f"kafkalog {self.name}: {message}\n")
