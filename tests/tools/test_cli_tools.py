@@ -348,3 +348,55 @@ def test_progress_bar_only_on_a_terminal(tmp_path) -> None:
     # Not a terminal: nothing.
     err = io.StringIO()
     assert cli.main(["verify", str(log)], stdout=io.StringIO(), stderr=err) == 0 and err.getvalue() == ""
+
+
+def _snake_keys(obj: object, where: str = "") -> list[str]:
+    """Every dict key with an underscore in ``obj``, but those under ``settings`` (topic property
+    names: data, written as they are)."""
+    found = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if "_" in k:
+                found.append(f"{where}.{k}")
+            if k != "settings":
+                found += _snake_keys(v, f"{where}.{k}")
+    elif isinstance(obj, list):
+        for v in obj:
+            found += _snake_keys(v, f"{where}[]")
+    return found
+
+
+def test_every_command_writes_camel_case_json(tmp_path) -> None:
+    """One convention, Kafka's, for every command's --json (docs/cli.md); the topic property
+    names under ``settings`` stay dotted."""
+    part = build_partition(tmp_path, tombstones=True)
+    first = segment_logs(part)[0]
+    runs = {
+        "verify": ["verify", "--json", part],
+        "stat": ["stat", "--json", part],
+        "rebuild-index": ["rebuild-index", "--dry-run", "--json", part],
+        "retention": ["retention", "--dry-run", "--json", "--config", "retention.bytes=1", part],
+        "convert": ["convert", "--json", "--magic", "2", "--compression", "lz4", part, tmp_path / "conv-0"],
+        "salvage": ["salvage", "--json", first, f"{tmp_path}/salvaged/"],
+        "compact": ["compact", "--dry-run", "--json", "--keys", "2", "--config", "cleanup.policy=compact", part],
+    }
+    for name, args in runs.items():
+        rc, out, err = run(*args)
+        assert rc == 0, (name, err)
+        for line in out.splitlines():
+            doc = json.loads(line)
+            assert _snake_keys(doc) == [], name
+    compact = json.loads(run(*runs["compact"])[1])
+    assert compact["dryRun"] is True and "cleanup.policy" in compact["settings"]
+    assert compact["settings"]["cleanup.policy"]["value"] == "compact"
+
+
+def test_camel_keys_converts_names_and_keeps_data_keys() -> None:
+    from kafkalog.tools._tool import camel_keys
+
+    report = {"log_start_offset": 0, "segments": [{"base_offset": 5, "aborted_txns": None}],
+              "settings": {"retention.ms": {"value": "1", "source": "--config"}}, "top_keys": ({"key_hex": "6b"},)}
+    assert camel_keys(report) == {
+        "logStartOffset": 0, "segments": [{"baseOffset": 5, "abortedTxns": None}],
+        "settings": {"retention.ms": {"value": "1", "source": "--config"}}, "topKeys": [{"keyHex": "6b"}],
+    }

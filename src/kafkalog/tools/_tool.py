@@ -84,7 +84,9 @@ def camel_keys(obj: object, *, keep: bool = False) -> object:
 
     The library's reports (``to_dict()``) keep Python's snake_case; the CLI's JSON follows Kafka's
     convention (``kafka-dump-log.sh``, ``kafka-log-dirs.sh``: ``baseOffset``, ``logStartOffset``),
-    applied here once for every command.
+    applied here once for every command. ``dump`` writes its JSON Lines itself
+    (``_dump_output._JsonOutput``): its names are Kafka's already, and its records' keys and
+    values are data, never to be converted.
     """
     if isinstance(obj, dict):
         return {
