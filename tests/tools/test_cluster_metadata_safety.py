@@ -32,6 +32,8 @@ REAL = SHARED_CORPUS / "real"
 REAL_KRAFT = sorted(REAL.glob("*/__cluster_metadata-0")) if REAL.is_dir() else []
 NO_SHARED = "shared corpus ../shared/corpus/real is absent"
 KRAFT_ERROR = "a KRaft cluster metadata log ("
+KRAFT = "__cluster_metadata-0"
+SNAPSHOT = "00000000000000000003-0000000001.checkpoint"
 
 
 def run(*args: object) -> tuple[int, str, str]:
@@ -74,12 +76,12 @@ def partition(log_dir: Path, name: str, batches: list[list[tuple[bytes | None, b
     return directory
 
 
-def kraft(log_dir: Path, name: str = "__cluster_metadata-0", *, quorum: bool = True, snapshot: bool = True) -> Path:
+def kraft(log_dir: Path, name: str = KRAFT, *, quorum: bool = True, snapshot: bool = True) -> Path:
     """A KRaft metadata directory as a controller leaves it: keyless metadata records, a KRaft
     snapshot, ``quorum-state``."""
     directory = partition(log_dir, name, [[(None, b"\x01\x02\x00metadata-%d" % i) for i in range(3)]] * 2)
     if snapshot:
-        shutil.copyfile(directory / "00000000000000000000.log", directory / "00000000000000000003-0000000001.checkpoint")
+        shutil.copyfile(directory / "00000000000000000000.log", directory / SNAPSHOT)
     if quorum:
         (directory / "quorum-state").write_text('{"leaderId":1,"leaderEpoch":1,"votedId":-1,"data_version":0}')
     return directory
@@ -110,9 +112,9 @@ def log_dir(tmp_path: Path) -> Path:
     return logs
 
 
-#: Every writing command run on a KRaft directory ``K`` (``O``: another partition's segment,
-#: ``X``: a path outside); each must refuse.
 def writing_commands(k: Path, other: Path, outside: Path) -> list[list[object]]:
+    """Every writing command run on the KRaft directory ``k`` (as PATH, SRC or DST; ``other``
+    is another partition's segment, ``outside`` a path elsewhere): each must refuse."""
     log = segment_logs(k)[0]
     return [
         ["retention", k, "--now", NOW],
@@ -154,7 +156,7 @@ def test_what_marks_a_kraft_directory(tmp_path: Path) -> None:
     plain = partition(tmp_path, "orders-0", keyed())
     assert cluster_metadata_marker(named) == "named __cluster_metadata-0"
     assert cluster_metadata_marker(by_quorum) == "holds quorum-state"
-    assert cluster_metadata_marker(by_snapshot) == "holds the KRaft snapshot 00000000000000000003-0000000001.checkpoint"
+    assert cluster_metadata_marker(by_snapshot) == f"holds the KRaft snapshot {SNAPSHOT}"
     assert cluster_metadata_marker(plain) is None
     assert cluster_metadata_marker(tmp_path / "__cluster_metadata-0.0123456789abcdef0123456789abcdef-future")
     assert cluster_metadata_marker(tmp_path / "missing-0") is None
@@ -178,6 +180,10 @@ def test_every_writing_command_refuses_a_kraft_directory(tmp_path: Path, name: s
     for args in writing_commands(k, other, outside):
         assert_refused(args, k, before)
     assert not outside.exists()
+    # Reading it stays possible: salvage copies its valid batches out to another place.
+    rc, out, err = run("salvage", segment_logs(k)[0], f"{outside}/", "--no-indexes")
+    assert (rc, err) == (0, "") and out.startswith("copied 1 batches (121 of 121 bytes, offsets 0..2)")
+    assert tree(k) == before
 
 
 @pytest.mark.skipif(not REAL_KRAFT, reason=NO_SHARED)
@@ -228,7 +234,7 @@ def per_partition(args: list[object], logs: Path, names: list[str]) -> str:
 
 def other_partitions(logs: Path, command: str) -> list[str]:
     never = {"__share_group_state-0", "__remote_log_metadata-0"} if command == "compact" else set()
-    return sorted(p.name for p in logs.iterdir() if p.is_dir() and p.name != "__cluster_metadata-0" and p.name not in never)
+    return sorted(p.name for p in logs.iterdir() if p.is_dir() and p.name != KRAFT and p.name not in never)
 
 
 def check_log_dir_run(tmp_path: Path, make: Callable[[Path], Path], run_name: str) -> None:
@@ -369,7 +375,8 @@ def test_rebuild_and_convert_take_every_topic_but_the_metadata_log(tmp_path: Pat
     for name in sorted(INTERNAL_KINDS):
         rc, out, err = run("rebuild-index", logs / name, "--json")
         assert (rc, err) == (0, "") and len(out.splitlines()) == 3, name
-        rc, out, err = run("convert", logs / name, tmp_path / "converted" / name, "--compression", "gzip", "--json")
+        target = tmp_path / "converted" / name
+        rc, out, err = run("convert", logs / name, target, "--compression", "gzip", "--json")
         assert (rc, err) == (0, "") and json.loads(out)["records"] == 9, name
     k = logs / "__cluster_metadata-0"
     before = tree(k)
