@@ -4,7 +4,9 @@ Segment files are ``<20-digit base offset>.log|.index|.timeindex|.txnindex``, pr
 snapshots ``<offset>.snapshot``, with the transient suffixes ``.cleaned``, ``.swap`` and
 ``.deleted`` appended to a full name. Partition directories are ``<topic>-<partition>``
 (Kafka's ``parseTopicPartitionName``), and a directory being deleted, moved or left stray is
-``<topic>-<partition>.<uuid>-delete|-future|-stray``. Every name rule lives here.
+``<topic>-<partition>.<uuid>-delete|-future|-stray``. The KRaft metadata log (``__cluster_metadata-0``,
+with ``quorum-state`` and snapshots ``<20-digit offset>-<10-digit epoch>.checkpoint``) is found
+here too: it sits among the partitions but is no topic's. Every name rule lives here.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 #: Topics Kafka itself keeps that a reader skips unless asked for by name: the internal topics,
 #: the KRaft metadata log and the share-group state (Kafka 4.0).
 SYSTEM_TOPICS = INTERNAL_TOPICS | {"__cluster_metadata", "__share_group_state"}
+
+#: KRaft's metadata log (``Topic.CLUSTER_METADATA_TOPIC_NAME``), written by the Raft layer only.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+#: The Raft quorum's state, kept in the metadata log's directory (``QuorumStateStore``).
+QUORUM_STATE_FILE = "quorum-state"
+#: A KRaft snapshot: ``<20-digit end offset>-<10-digit epoch>.checkpoint`` (``Snapshots.filenameFromSnapshotId``).
+KRAFT_SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 #: ``<topic>-<partition>`` (Kafka's ``parseTopicPartitionName``).
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -198,3 +207,37 @@ def find_partition_dirs(log_dir: str | os.PathLike) -> list[Path]:
         names = [e.name for e in entries if e.is_dir()]
     return [log_dir / name for name in partition_dir_names(names)]
 
+
+
+def cluster_metadata_marker(directory: str | os.PathLike) -> str | None:
+    """What shows ``directory`` to be a KRaft metadata log directory, or None when nothing does:
+    its name (``__cluster_metadata-<n>``, also renamed ``-delete``/``-future``), a
+    ``quorum-state`` file, or a KRaft snapshot (``<offset>-<epoch>.checkpoint``) in it.
+
+    Kafka trims this log only behind its own snapshots (``KafkaRaftClient``), never by a topic's
+    retention or compaction, and its records have no key: a tool that treats it as a topic
+    partition loses the cluster's metadata. A directory that cannot be listed shows nothing.
+    """
+    found = partition_of(directory)
+    if found is not None and found[0] == CLUSTER_METADATA_TOPIC:
+        return f"named {Path(directory).name}"
+    try:
+        with os.scandir(directory) as entries:
+            names = sorted(e.name for e in entries if e.is_file())
+    except OSError:
+        return None
+    if QUORUM_STATE_FILE in names:
+        return f"holds {QUORUM_STATE_FILE}"
+    snapshot = next((name for name in names if KRAFT_SNAPSHOT_FILE.match(name)), None)
+    return None if snapshot is None else f"holds the KRaft snapshot {snapshot}"
+
+
+def cluster_metadata_dir_of(path: str | os.PathLike) -> tuple[Path, str] | None:
+    """The KRaft metadata log directory ``path`` is or lies in, with what marks it
+    (:func:`cluster_metadata_marker`); None when it is in none. ``path`` need not exist yet."""
+    path = Path(os.path.abspath(path))
+    for candidate in (path, *path.parents):
+        marker = cluster_metadata_marker(candidate)
+        if marker is not None:
+            return candidate, marker
+    return None

@@ -30,7 +30,7 @@ from typing import Any
 from .. import Log, LogConfig
 from ..checkpoint import new_topic_id
 from ..durable import lock_directory, write_atomically
-from ..filenames import parse_partition_dir, validate_topic_name
+from ..filenames import cluster_metadata_marker, parse_partition_dir, validate_topic_name
 from ..errors import CorruptCheckpointError, InvalidConfigError, KafkalogError
 from ..protocol import ErrorCode
 from ._config import BrokerConfig
@@ -250,6 +250,8 @@ class _BrokerState:
             if is_delete_dir(entry.name):
                 self._doomed_dirs.append(Path(entry.path))
                 continue
+            if cluster_metadata_marker(entry.path) is not None:
+                continue  # KRaft's metadata log is no topic (Kafka's LogManager.loadLogs skips it too)
             try:
                 topic, partition = parse_partition_dir(entry.name)
             except InvalidConfigError:

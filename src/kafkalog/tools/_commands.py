@@ -15,12 +15,13 @@ from .. import Log, LogConfig
 from ..durable import TMP_SUFFIX
 from ..offline_retention import plan_partition_retention
 from ..errors import KafkalogError
+from ..filenames import find_partition_dirs, segment_logs
 from ._convert import convert_path
 from ._files import Location
 from ._jvm import _CODEC_NAMES
 from ._rebuild import RebuildReport, rebuild_path
 from ._salvage import _destination, salvage_segment
-from ._tool import _display, _now_ms, _partitions_at, _problem_lines, _table, _Tool, _ts
+from ._tool import _display, _now_ms, _problem_lines, _table, _Tool, _ts
 from ._topic_config import SettingsReader, TopicSettings
 from ._verify import total_log_bytes, verify_path
 from ._verify_report import MAX_PROBLEMS_PER_KIND, VerifyReport
@@ -182,6 +183,7 @@ def _run_salvage(tool: _Tool) -> None:
     a = tool.args
 
     def run() -> None:
+        tool.refuse_left_alone(a.dst)  # SRC is only read: a damaged metadata log may be copied out
         size = os.path.getsize(a.src)
         bar = tool.progress(size, "salvage")
         try:
@@ -239,14 +241,37 @@ def _rebuild_line(r: RebuildReport, root: str) -> str:
     return line
 
 
+def _rebuild_targets(tool: _Tool, path: str) -> list[str | Path]:
+    """What ``rebuild-index PATH`` rebuilds: PATH itself (a segment file, a partition directory,
+    or a log directory none of whose partitions is left alone), else each partition of the log
+    directory with segments, those left alone skipped (:meth:`_Tool.skip_left_alone`).
+
+    Raises:
+        KafkalogError: PATH is, or lies in, a directory left alone.
+    """
+    tool.refuse_left_alone(path)
+    where = Path(path)
+    if not where.is_dir() or segment_logs(where):
+        return [path]
+    partitions = find_partition_dirs(where)
+    kept = list(tool.skip_left_alone(partitions))
+    if len(kept) == len(partitions):
+        return [path]  # rebuild_path walks them itself, and says when there is nothing to rebuild
+    return [d for d in kept if segment_logs(d)]
+
+
 def _run_rebuild(tool: _Tool) -> None:
     a = tool.args
     for path in a.paths:
 
         def one(path: str = path) -> None:
-            bar = tool.progress(total_log_bytes(path), "rebuild-index")
+            targets = _rebuild_targets(tool, path)
+            bar = tool.progress(sum(total_log_bytes(t) for t in targets), "rebuild-index")
             try:
-                reports = rebuild_path(path, index_interval_bytes=a.index_interval_bytes, dry_run=a.dry_run, progress=bar)
+                reports = [
+                    r for t in targets
+                    for r in rebuild_path(t, index_interval_bytes=a.index_interval_bytes, dry_run=a.dry_run, progress=bar)
+                ]  # fmt: skip
             finally:
                 bar.close()
             for r in reports:
@@ -292,7 +317,7 @@ def _run_retention(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     settings_of = SettingsReader(cli, a.metadata_log, allow_compacted=a.allow_compacted)
 
     def run() -> None:
-        for directory in _partitions_at(a.path):
+        for directory in tool.writable_partitions(a.path):
             tool.guarded(lambda directory=directory: _retention_one(tool, directory, settings_of(directory), now))
 
     tool.guarded(run)
@@ -367,6 +392,8 @@ def _run_convert(tool: _Tool) -> None:
     a = tool.args
 
     def run() -> None:
+        tool.refuse_left_alone(a.src)
+        tool.refuse_left_alone(a.dst)
         bar = tool.progress(total_log_bytes(a.src), "convert")
         try:
             report = convert_path(

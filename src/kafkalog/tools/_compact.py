@@ -11,8 +11,8 @@ from ..cleaner_manager import LogToClean, cleanable_offsets
 from ..cleaner_stats import REASONS, CleanerProgress
 from ._commands import _cli_properties, _config_from
 from ._progress import _ProgressBar
-from ._tool import _now_ms, _partitions_at, _table, _Tool, _ts
-from ._topic_config import SettingsReader, TopicSettings
+from ._tool import _now_ms, _table, _Tool, _ts
+from ._topic_config import NEVER_COMPACTED, SettingsReader, TopicSettings
 
 # ------------------------------------------------------------------------------------------------
 # compact: LogCleaner.clean over a partition directory (or each of a log directory)
@@ -187,7 +187,7 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
 
     def run() -> None:
         not_a_dir = "compact takes a partition directory or a log directory, not a file"
-        for directory in _partitions_at(a.path, not_a_dir=not_a_dir):
+        for directory in tool.writable_partitions(a.path, not_a_dir=not_a_dir, topic_rules=NEVER_COMPACTED):
             tool.guarded(lambda directory=directory: _compact_one(tool, directory, settings_of(directory), now))
 
     tool.guarded(run)

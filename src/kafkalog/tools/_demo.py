@@ -151,6 +151,7 @@ def _run_demo(tool: _Tool, main: _Main) -> None:
                 _demo(tool, Path(tmp), main)
         else:
             log_dir = Path(a.dir)
+            tool.refuse_left_alone(log_dir)
             if log_dir.exists() and not log_dir.is_dir():
                 raise NotADirectoryError(20, "Not a directory", a.dir)
             log_dir.mkdir(parents=True, exist_ok=True)

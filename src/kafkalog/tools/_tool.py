@@ -15,11 +15,11 @@ import json
 import os
 import posixpath
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..filenames import find_partition_dirs, segment_logs
+from ..filenames import cluster_metadata_dir_of, find_partition_dirs, partition_of, segment_logs
 from ..remote import is_remote
 from ..errors import KafkalogError
 from ._progress import _ProgressBar
@@ -135,6 +135,46 @@ class _Tool:
     def progress(self, total: int, label: str) -> _ProgressBar:
         return _ProgressBar(self.err, total, label)
 
+    def refuse_left_alone(self, path: str | os.PathLike, topic_rules: Mapping[str, str] | None = None) -> None:
+        """Refuse to write to ``path`` (a partition, a log directory, a file or an output) when
+        it is or lies in a directory this command leaves alone (:func:`_left_alone`).
+
+        Raises:
+            KafkalogError: naming ``path`` and why.
+        """
+        reason = _left_alone(Path(path), topic_rules or {})
+        if reason is not None:
+            raise KafkalogError(f"{reason}; kafkalog {self.name} leaves it alone", file=os.fspath(path))
+
+    def skip_left_alone(
+        self, directories: Iterable[Path], topic_rules: Mapping[str, str] | None = None
+    ) -> Iterator[Path]:
+        """The partition directories of a log directory this command may write to; each one it
+        leaves alone (:func:`_left_alone`) is skipped with a line saying why (with ``--json`` a
+        record ``{"partition", "skipped": true, "reason"}``), and the run goes on."""
+        for directory in directories:
+            reason = _left_alone(directory, topic_rules or {})
+            if reason is None:
+                yield directory
+            elif getattr(self.args, "json", False):
+                self.json({"partition": str(directory), "skipped": True, "reason": reason})
+            else:
+                self.print(f"{directory}: skipped: {reason}")
+
+    def writable_partitions(
+        self, arg: str, *, not_a_dir: str | None = None, topic_rules: Mapping[str, str] | None = None
+    ) -> Iterator[Path]:
+        """The partition directories a writing command's PATH names (:func:`_partitions_at`):
+        PATH itself refused when the command leaves it alone, a log directory's partitions less
+        those it leaves alone (skipped, and said so). Every writing command gets its partitions
+        here or through the two steps it is made of.
+
+        Raises:
+            The errors of :func:`_partitions_at`; KafkalogError for a PATH left alone.
+        """
+        self.refuse_left_alone(arg, topic_rules)
+        yield from self.skip_left_alone(_partitions_at(arg, not_a_dir=not_a_dir), topic_rules)
+
 
 def _problem_lines(problems: Sequence[Problem], root: str, root_is_dir: bool | None = None) -> list[str]:
     return [
@@ -167,3 +207,22 @@ def _partitions_at(arg: str, *, not_a_dir: str | None = None) -> list[Path]:
     if not partitions:
         raise KafkalogError("no log segments here and no partition directories below", file=arg)
     return partitions
+
+
+def _left_alone(path: Path, topic_rules: Mapping[str, str]) -> str | None:
+    """Why a writing command must not write to ``path``, or None. Never to a KRaft metadata log
+    (or anything in one: Kafka trims that log only behind its own snapshots, never by a topic's
+    retention or compaction, and a producer snapshot or index written there is no Kafka's);
+    never to a partition of a topic in ``topic_rules`` (topic -> why, a command's own rule)."""
+    found = cluster_metadata_dir_of(path)
+    if found is not None:
+        kraft, marker = found
+        inside = "" if kraft == Path(os.path.abspath(path)) else f"lies in {kraft}: "
+        return (
+            f"{inside}a KRaft cluster metadata log ({marker}), not a topic partition: Kafka trims it only "
+            "behind its KRaft snapshots, never by retention or compaction"
+        )
+    topic = partition_of(path)
+    if topic is not None and topic[0] in topic_rules:
+        return f"topic {topic[0]}: {topic_rules[topic[0]]}"
+    return None

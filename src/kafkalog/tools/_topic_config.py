@@ -1,17 +1,18 @@
 """A topic's effective settings for the operator tools, and where each came from: ``--config``,
 the cluster's KRaft metadata log (its topic ``ConfigRecord``s), the settings Kafka creates its
 internal topics with, or Kafka's defaults. So an operator does not retype what the cluster
-recorded, and the tools cannot apply delete retention to a topic Kafka keeps compacted."""
+recorded, and the tools cannot apply delete retention to a topic Kafka keeps compacted, nor compact
+one Kafka never compacts. (The KRaft metadata log is no topic: the tools leave it alone, see
+``_tool._left_alone``.)"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import FileRecords, LogConfig
-from ..filenames import parse_partition_dir
+from ..filenames import CLUSTER_METADATA_TOPIC, KRAFT_SNAPSHOT_FILE, parse_partition_dir
 from ..errors import KafkalogError
 from ..protocol import (
     CONFIG_RESOURCE_TOPIC,
@@ -22,25 +23,48 @@ from ..protocol import (
     read_message,
 )
 
-METADATA_DIR = "__cluster_metadata-0"
+METADATA_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
 KAFKA_DEFAULT = "Kafka default"
 INTERNAL_DEFAULT = "internal topic default"
 CLI = "--config"
 ALLOW_COMPACTED = "--allow-compacted"
 
-#: What Kafka creates its internal topics with (``GroupCoordinator.offsetsTopicConfigs``,
-#: ``TransactionLog.transactionTopicConfigs``): compacted, 100 MiB segments, and for the offsets
-#: topic the producer's compression kept. Only the properties :class:`LogConfig` knows are applied.
+#: What Kafka (and Schema Registry) create their internal topics with; docs/cli.md "Internal
+#: topics" gives the rule of each. Only the properties :class:`LogConfig` knows are applied.
 INTERNAL_TOPICS: dict[str, dict[str, str]] = {
+    # GroupCoordinatorService.groupMetadataTopicConfigs: compacted, 100 MiB segments.
     "__consumer_offsets": {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"},
+    # TransactionLog.transactionTopicConfigs.
     "__transaction_state": {
         "cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "uncompressed",
         "unclean.leader.election.enable": "false", "min.insync.replicas": "1",
     },
+    # ShareCoordinatorService.shareGroupStateTopicConfigs (KIP-932): delete policy but no time
+    # limit; the share coordinator trims it with DeleteRecords (the log start offset) itself.
+    "__share_group_state": {
+        "cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": "104857600",
+        "compression.type": "producer", "min.insync.replicas": "1",
+    },
+    # TopicBasedRemoteLogMetadataManager.createRemoteLogMetadataTopicRequest (KIP-405):
+    # remote.log.metadata.topic.retention.ms, -1 by default.
+    "__remote_log_metadata": {"cleanup.policy": "delete", "retention.ms": "-1", "remote.storage.enable": "false"},
+    # Schema Registry's KafkaStore creates its store compacted, and refuses to start otherwise.
+    "_schemas": {"cleanup.policy": "compact"},
+}
+#: The internal topics Kafka never compacts, and what compacting one would lose (``kafkalog
+#: compact`` refuses them: it implies ``cleanup.policy=compact`` for any other topic).
+NEVER_COMPACTED: dict[str, str] = {
+    "__share_group_state": (
+        "Kafka never compacts it (cleanup.policy=delete, KIP-932): each ShareUpdate record counts only "
+        "after the ShareSnapshot before it, and the share coordinator trims the log itself"
+    ),
+    "__remote_log_metadata": (
+        "Kafka never compacts it (cleanup.policy=delete, KIP-405), and its records have no key: "
+        "compaction would remove every one"
+    ),
 }
 #: The settings that make retention delete by time or size.
 _RETENTION_KEYS = ("retention.ms", "retention.bytes")
-_CHECKPOINT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _TOPIC_RECORD, _CONFIG_RECORD, _REMOVE_TOPIC_RECORD = 2, 4, 9
 
 
@@ -80,11 +104,11 @@ class MetadataConfigs:
         return dict(self.topics.get(topic, {}))
 
     def _replay(self) -> None:
-        snapshots = sorted(p for p in self.directory.iterdir() if _CHECKPOINT.match(p.name))
+        snapshots = sorted(p for p in self.directory.iterdir() if KRAFT_SNAPSHOT_FILE.match(p.name))
         start = 0
         if snapshots:
             newest = snapshots[-1]
-            start = int(_CHECKPOINT.match(newest.name).group(1))  # type: ignore[union-attr]
+            start = int(KRAFT_SNAPSHOT_FILE.match(newest.name).group(1))  # type: ignore[union-attr]
             self._read(newest, 0, f"metadata snapshot {newest}")
         for log in sorted(self.directory.glob("*.log")):
             self._read(log, start, f"metadata log {log}")
