@@ -90,7 +90,7 @@ def camel_keys(obj: object, *, keep: bool = False) -> object:
     """
     if isinstance(obj, dict):
         return {
-            (k if keep else _camel(k)): camel_keys(v, keep=not keep and k in _DATA_KEYED)
+            (k if keep or not isinstance(k, str) else _camel(k)): camel_keys(v, keep=not keep and k in _DATA_KEYED)
             for k, v in obj.items()
         }
     if isinstance(obj, (list, tuple)):
