@@ -302,25 +302,14 @@ class Cleaner:
             seg.records_kept += result.records_retained
             seg.bytes_kept += result.bytes_retained
             if out and dest is not None:
-                view = memoryview(out)
-                for kept in result.retained:
-                    written = MemoryRecords(view[kept.position : kept.position + kept.size])
-                    header = next(written.batches())
-                    # Indexed as LogSegment.recover rebuilds the index: at the header's last
-                    # offset and max timestamp, one batch at a time. Kafka's cleanInto appends
-                    # each read buffer's output at once with dest.append(result.maxOffset, ...),
-                    # filterTo's maxOffset being the last *kept* record's offset; a rewritten v2
-                    # batch keeps its original lastOffset (buildRetainedRecordsInto overrides
-                    # it), so Kafka's entry can name an offset inside the batch, which its own
-                    # recovery would not write and `verify` rejects.
-                    dest.append(
-                        written,
-                        largest_offset=header.last_offset,
-                        largest_timestamp=header.max_timestamp,
-                        offset_of_max_timestamp=header.last_offset,
-                    )
-                    del header, written  # they hold the view
-                view.release()
+                # Appended batch by batch, each indexed at its header's last offset and max
+                # timestamp, as LogSegment.recover rebuilds the index. Kafka's cleanInto appends each read
+                # buffer's output at once with dest.append(result.maxOffset, ...), filterTo's
+                # maxOffset being the last *kept* record's offset; a rewritten v2 batch keeps its
+                # original lastOffset (buildRetainedRecordsInto overrides it), so Kafka's entry can
+                # name an offset inside the batch, which its own recovery would not write and
+                # `verify` rejects.
+                dest.append_batches(MemoryRecords(out))
                 self.throttler.maybe_throttle(len(out))
             done += result.bytes_read
             if self.progress is not None:

@@ -1,17 +1,23 @@
-"""Finding the next valid batch after corruption: one resync scanner for every reader.
+"""Where a reader carries on after a bad batch: the two skip rules, and the check of a hint.
 
-After a corrupt or truncated entry, a reader that wants to go on (``verify``, ``salvage``, the
-dump's ``--skip-record-metadata``-free walk, Spark's corruption skipping) looks for the next
-byte position where a whole, CRC-valid batch starts. Candidates are found with one regular
-expression over a chunk (the plausible 17-byte prefix of a v0/v1/v2 entry), and each is then
-framed and validated through :class:`~kafkalog.file_records.FileRecords`. :func:`batch_at` is
-the lighter check of one given position (an index entry's), before a reader starts there.
+- :func:`next_valid_batch`, the *smallest* skip: after a corrupt or truncated entry, a reader
+  that wants to go on (``verify``, ``salvage``, the dump) looks for the next byte position where
+  a whole, CRC-valid batch starts. Candidates are found with one regular expression over a
+  chunk (the plausible 17-byte prefix of a v0/v1/v2 entry), and each is then framed and
+  validated through :class:`~kafkalog.file_records.FileRecords`.
+- :func:`next_batch_boundary`, the skip to a *recorded* boundary (Spark's
+  ``failOnCorruption=false``): past the bad batch by its size field when another batch frames
+  there, else the next offset-index entry that frames a batch, else the end of the window.
+- :func:`batch_at` is the lighter check of one given position (an index entry's), before a
+  reader starts there.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import struct
+from collections.abc import Callable
 
 from .errors import (
     CorruptRecordError,
@@ -23,6 +29,7 @@ from .errors import (
     UnsupportedCodecError,
 )
 from .file_records import FileRecords
+from .index import OffsetIndex
 from .record import LOG_OVERHEAD, MAGIC_V2, RecordBatch
 from .recordbatch import RECORD_BATCH_OVERHEAD
 from .memory_records import MIN_ENTRY_SIZE_FIELD
@@ -45,11 +52,11 @@ _CANDIDATE_SPAN = 24
 # (no log gets there) or, for zeros, a size of 0: candidates starting in a run are skipped, and
 # inside a run of zeros every candidate whose size field lies in it.
 _RUN = re.compile(rb"(.)\1{63,}", re.DOTALL)
+#: What reading a batch raises when its bytes are bad.
+BAD_BATCH_ERRORS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError,
+                    RecordTooLargeError)
 #: What framing an entry raises when the bytes at a position are not a batch.
-_NOT_A_BATCH = (
-    CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError,
-    InvalidOffsetError,
-)
+_NOT_A_BATCH = (*BAD_BATCH_ERRORS, InvalidOffsetError)
 _OFFSET_SIZE = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 # partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp,
@@ -196,6 +203,43 @@ def batch_at(records: FileRecords, position: int, min_offset: int) -> RecordBatc
     # The offset field: a v2 batch's base offset, a v0/v1 entry's own (its last) offset.
     first = batch.base_offset if batch.magic == MAGIC_V2 else batch.last_offset
     return batch if first >= min_offset else None
+
+
+def first_entry_after(index: OffsetIndex, position: int) -> int:
+    """The slot of the first offset-index entry whose position is above ``position`` (the
+    entries' positions ascend), or ``index.entries``."""
+    return bisect.bisect_right(range(index.entries), position, key=lambda i: index.entry(i).position)
+
+
+def next_batch_boundary(records: FileRecords, bad: int, end: int, base_offset: int,
+                        offset_index: Callable[[], OffsetIndex]) -> int:
+    """Where to carry on after a bad batch at ``bad`` inside the window ``[.., end)`` of a
+    segment: past it when its size field leads to another batch that frames (or exactly to
+    ``end``), else the first offset-index entry after ``bad`` that frames a batch, else ``end``.
+
+    This skips at most to batch boundaries the writer recorded (its own framing, its index),
+    never into bytes that only look like a batch; :func:`next_valid_batch` would resume at the
+    first valid batch found anywhere after ``bad``, a smaller skip.
+
+    Args:
+        records: the segment from its start (positions are file positions).
+        bad, end: the bad batch's position and the end of the window read.
+        base_offset: the segment's base offset (a batch found must not start below it).
+        offset_index: gives the segment's offset index; called only when the size field does
+            not lead to a batch (on an object store, reading the index is a request).
+    """
+    head = records.read(bad, LOG_OVERHEAD)
+    if len(head) == LOG_OVERHEAD:
+        _, size = _OFFSET_SIZE.unpack_from(head, 0)
+        after = bad + LOG_OVERHEAD + size
+        if size >= MIN_ENTRY_SIZE_FIELD and (after == end or (bad < after < end and batch_at(records, after, base_offset))):
+            return after
+    index = offset_index()
+    for k in range(first_entry_after(index, bad), index.entries):
+        position = index.entry(k).position
+        if bad < position < end and batch_at(records, position, base_offset):
+            return position
+    return end
 
 
 def all_zero(fr: FileRecords, start: int, end: int) -> bool:

@@ -4,6 +4,7 @@ recovers)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from .record import MAGIC_V2, ControlRecordType, RecordBatch
@@ -43,12 +44,13 @@ class TransactionTracker:
     was seen gives ``(producer id, first offset, marker offset, last stable offset)``.
 
     Carry one tracker across the segments of a partition; a transaction that began before the
-    first batch given is unknown (its marker gives a :class:`TxnEnd` without a first offset).
-    Not thread-safe.
+    first batch given is unknown (its marker gives a :class:`TxnEnd` without a first offset),
+    unless ``ongoing`` names it: producer id -> first offset of the transactions already open
+    (a producer snapshot's). Not thread-safe.
     """
 
-    def __init__(self) -> None:
-        self._ongoing: dict[int, int] = {}
+    def __init__(self, ongoing: Mapping[int, int] | None = None) -> None:
+        self._ongoing: dict[int, int] = dict(ongoing or {})
 
     @property
     def ongoing(self) -> dict[int, int]:

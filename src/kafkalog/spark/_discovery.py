@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..filenames import PARTITION_DIR, SEGMENT_FILE, SYSTEM_TOPICS, filename_prefix
+from ..filenames import PARTITION_DIR, SEGMENT_FILE, SYSTEM_TOPICS
+from ..partition_view import segment_file, segment_files
 from ..remote import Storage
 from ..errors import InvalidConfigError
 from ._options import _ReadOptions
@@ -112,36 +113,14 @@ def _is_segment_log(name: str) -> bool:
     return m is not None and m.group(2) == "log"
 
 
-def _segments(storage: Storage, directory: str) -> list[tuple[int, str, int]]:
-    """(base offset, path, size) of the segments (``<20 digits>.log``; transient suffixes
-    excluded), by base offset; none for a directory deleted meanwhile. One listing, so an
-    object store answers with one request however many segments there are."""
-    try:
-        files = storage.list_files(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    out = []
-    for name, size in files.items():
-        m = SEGMENT_FILE.match(name)
-        if m is not None and m.group(2) == "log":
-            out.append((int(m.group(1)), Storage.join(directory, name), size))
-    return sorted(out)
-
-
 def _segment_bases(storage: Storage, directory: str) -> list[int]:
     """Base offsets of the segments of ``directory``, sorted."""
-    return [base for base, _, _ in _segments(storage, directory)]
-
-
-def _segment_file(directory: str, base: int, suffix: str) -> str:
-    """The file of segment ``base`` with ``suffix`` (``.log``, ``.index``, ...) in ``directory``
-    (the directory spelled as given)."""
-    return Storage.join(directory, filename_prefix(base) + suffix)
+    return [base for base, _, _ in segment_files(storage, directory)]
 
 
 def _log_path(directory: str, base: int) -> str:
     """The segment file of ``base`` in ``directory``."""
-    return _segment_file(directory, base, ".log")
+    return segment_file(directory, base, ".log")
 
 
 def _missing_assigned(options: _ReadOptions, dirs: list[_PartitionDir]) -> list[str]:

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import FileRecords
-from ..resync import batch_at
+from ..partition_view import SegmentView
+from ..resync import batch_at, first_entry_after
 from ..errors import InvalidOffsetError
 from ._options import EARLIEST, LATEST, _ReadOptions
-from ._partition import _first_entry_after, _PartitionLog, _Segment
+from ._partition import _PartitionLog
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
@@ -136,7 +137,7 @@ def _plan_range(plog: _PartitionLog, b: _Bounds, options: _ReadOptions, time_flo
             end_position = natural_end
             start_position = plog.seek(segment, start_offset, records) if start_offset > segment.base else 0
             index = segment.offsets
-            if b.end < (nxt if nxt is not None else plog.end_offset) and index.entries:
+            if b.end < (nxt if nxt is not None else plog.log_end_offset) and index.entries:
                 # The batch at the entry after the first entry at or past the end starts
                 # past the end, and so does everything after it.
                 k = bisect.bisect_left(range(index.entries), b.end, key=lambda i: index.entry(i).offset)
@@ -154,7 +155,7 @@ def _plan_range(plog: _PartitionLog, b: _Bounds, options: _ReadOptions, time_flo
             ))
 
 
-def _split_points(segment: _Segment, records: FileRecords, start: int, end: int, max_bytes: int) -> list[int]:
+def _split_points(segment: SegmentView, records: FileRecords, start: int, end: int, max_bytes: int) -> list[int]:
     """Batch boundaries from the offset index, about ``max_bytes`` apart, inside (start, end)."""
     if end - start <= max_bytes:
         return []
@@ -165,7 +166,7 @@ def _split_points(segment: _Segment, records: FileRecords, start: int, end: int,
     target = start + max_bytes
     previous = start
     while target < end:
-        k = _first_entry_after(index, target) - 1
+        k = first_entry_after(index, target) - 1
         if k < 0:
             break
         position = index.entry(k).position
@@ -184,7 +185,7 @@ def _resolve_bounds(plogs: Sequence[_PartitionLog], options: _ReadOptions, *, st
         if not plog.segments:
             continue
         log_start = plog.log_start_offset
-        top = plog.last_stable_offset() if options.read_committed else plog.end_offset
+        top = plog.last_stable_offset() if options.read_committed else plog.log_end_offset
         start = _resolve_one(plog, options.starting, options.starting_ts, log_start, top, True, options)
         end = top if streaming_start else _resolve_one(plog, options.ending, options.ending_ts, log_start, top, False, options)
         out[plog.dir.path] = _Bounds(start, min(end, top))

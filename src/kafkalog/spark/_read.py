@@ -2,16 +2,16 @@
 
 CRCs are checked (``checkCrcs``), aborted transactional data is dropped for read_committed
 (Kafka's consumer algorithm over the ``.txnindex`` entries), control records are left out and
-corrupt batches raise or are skipped (``failOnCorruption``): to the end of the bad batch's
-declared size when the next entry frames there, else to the next offset-index entry that
-frames, else to the end of the window. Runs of batches are decoded together with
+corrupt batches raise or are skipped (``failOnCorruption``) to the next batch boundary the
+writer recorded (:func:`kafkalog.resync.next_batch_boundary`): the end of the bad batch's
+declared size when the next entry frames there, else the next offset-index entry that frames,
+else the end of the window. Runs of batches are decoded together with
 :func:`kafkalog.decode_columns` into :class:`kafkalog.RecordColumns` of bounded size.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -27,14 +27,12 @@ from .. import (
     RecordColumns,
     decode_columns,
 )
-from ..memory_records import MIN_ENTRY_SIZE_FIELD
-from ..record import LOG_OVERHEAD, MAGIC_V2
+from ..partition_view import segment_file
+from ..record import MAGIC_V2
 from ..remote import DEFAULT_BLOCK_SIZE, Storage
-from ..resync import batch_at
+from ..resync import BAD_BATCH_ERRORS, next_batch_boundary
 from ..errors import InvalidOffsetError
-from ._discovery import _segment_file
 from ._options import _ReadOptions
-from ._partition import _READ_ERRORS, _first_entry_after, _span
 from ._plan import _Slice
 from ._stats import _Stats
 
@@ -45,8 +43,12 @@ _MiB = 1 << 20
 # large enough that Spark's per-batch costs vanish, small enough to stay in memory already
 # mapped (fresh pages are slow to fault in on some VMs).
 _CHUNK_BYTES = 16 * _MiB
-# An entry's size field: the int32 after its int64 offset, ending the LOG_OVERHEAD prefix.
-_SIZE_FIELD = struct.Struct(">i")
+
+
+def _span(batch: RecordBatch) -> tuple[int, int]:
+    """The file positions [start, end) of a batch read from a file (its position is set)."""
+    assert batch.position is not None
+    return batch.position, batch.position + batch.size_in_bytes
 
 
 class _Aborted:
@@ -95,34 +97,13 @@ def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Sta
                 yield batch
                 pos = _span(batch)[1]
             return
-        except _READ_ERRORS as e:
+        except BAD_BATCH_ERRORS as e:
             if options.fail_on_corruption:
                 raise
-            nxt = _resync(records, s, pos, end, options)
+            nxt = next_batch_boundary(records, pos, end, s.base, lambda: OffsetIndex.read_live(
+                segment_file(Storage.dirname(s.path), s.base, ".index"), s.base, storage=options.storage))
             stats.skipped(records.path, pos, nxt, e)
             pos = nxt
-
-
-def _resync(records: FileRecords, s: _Slice, bad: int, end: int, options: _ReadOptions) -> int:
-    """Where to carry on after a corrupt batch at ``bad``: past it when its size field leads to
-    another batch (or the window's end), else the next offset-index entry, else the end.
-
-    These are the documented semantics (docs/spark.md), which skip at most to batch
-    boundaries the writer recorded; the core scanner (``next_valid_batch``) would instead resume
-    at the first valid batch found anywhere after ``bad``, a different (smaller) skip."""
-    head = records.read(bad, LOG_OVERHEAD)
-    if len(head) == LOG_OVERHEAD:
-        (size,) = _SIZE_FIELD.unpack_from(head, LOG_OVERHEAD - _SIZE_FIELD.size)
-        after = bad + LOG_OVERHEAD + size
-        if size >= MIN_ENTRY_SIZE_FIELD and (after == end or (bad < after < end and batch_at(records, after, s.base))):
-            return after
-    index = OffsetIndex.read_live(_segment_file(Storage.dirname(s.path), s.base, ".index"), s.base,
-                                  storage=options.storage)
-    for k in range(_first_entry_after(index, bad), index.entries):
-        position = index.entry(k).position
-        if bad < position < end and batch_at(records, position, s.base):
-            return position
-    return end
 
 
 def _read_slice(s: _Slice, options: _ReadOptions) -> Iterator[RecordColumns]:
@@ -261,14 +242,14 @@ def _emit(chunk: list[RecordBatch], s: _Slice, options: _ReadOptions, stats: _St
     if columns is None:
         try:
             columns = decode_columns(chunk, validate=check, include_headers=options.include_headers)
-        except _READ_ERRORS:
+        except BAD_BATCH_ERRORS:
             if options.fail_on_corruption:
                 raise
             parts = []
             for batch in chunk:  # find and skip the bad batches one by one
                 try:
                     parts.append(decode_columns([batch], validate=check, include_headers=options.include_headers))
-                except _READ_ERRORS as e:
+                except BAD_BATCH_ERRORS as e:
                     stats.skipped(s.path, *_span(batch), e)
             columns = RecordColumns.concat(parts) if parts else RecordColumns.empty(include_headers=options.include_headers)
     n = len(columns)

@@ -49,11 +49,11 @@ from typing import Any
 from .. import Log, LogConfig
 from ..durable import write_atomically
 from ..filenames import SEGMENT_FILE
+from ..partition_view import PartitionView
 from ..remote import Storage
 from ..errors import InvalidConfigError, KafkalogError
 from ._compat import DataSourceStreamArrowWriter, pa
 from ._write import _WriteCommit, _WriteOptions, _Writer
-from ._write_remote import _remote_end
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
@@ -197,7 +197,7 @@ class _StreamWriter(DataSourceStreamArrowWriter or object):  # type: ignore[misc
         """The log end offset of a partition (0 for one not written yet)."""
         directory = self._partition_dir(topic, partition)
         if self.options.remote:
-            return _remote_end(self.options.storage, directory, topic, partition)
+            return PartitionView(directory, storage=self.options.storage).log_end_offset
         with Log.open(directory, LogConfig.from_properties(self.options.config)) as log:
             return log.log_end_offset
 

@@ -67,7 +67,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out = {}
         for plog in self._logs():
             if plog.segments:
-                end = plog.last_stable_offset() if self.options.read_committed else plog.end_offset
+                end = plog.last_stable_offset() if self.options.read_committed else plog.log_end_offset
                 out[(plog.dir.topic, plog.dir.partition)] = (plog.log_start_offset, end)
         return out
 

@@ -52,11 +52,9 @@ from dataclasses import dataclass
 
 from .. import FileRecords, Log, LogConfig, MemoryRecords
 from ..filenames import SEGMENT_FILE
+from ..partition_view import PartitionView
 from ..remote import Storage
 from ..errors import KafkalogError
-from ._discovery import _PartitionDir
-from ._options import _ReadOptions
-from ._partition import _PartitionLog
 
 _log = logging.getLogger(__package__)  # one logger for the data source: "kafkalog.spark"
 
@@ -88,18 +86,6 @@ class _Claimed:
 
 def _partition_url(path: str, topic: str, partition: int) -> str:
     return Storage.join(path, f"{topic}-{partition}")
-
-
-def _remote_log(storage: Storage, directory: str, topic: str, partition: int) -> _PartitionLog:
-    """A partition directory on the store, read-only: its ``end_offset`` (0 when it has no
-    segment) and the ``latest_epoch`` new batches continue it with."""
-    return _PartitionLog(_PartitionDir(topic, partition, directory),
-                         _ReadOptions(path=directory, storage_options=storage.storage_options))
-
-
-def _remote_end(storage: Storage, directory: str, topic: str, partition: int) -> int:
-    """The log end offset of a partition directory on the store (0 when it has no segment)."""
-    return _remote_log(storage, directory, topic, partition).end_offset
 
 
 def _claims_by_number(storage: Storage, prefix: str) -> dict[int, list[str]]:
@@ -162,8 +148,8 @@ def _claim(storage: Storage, path: str, staging: str, topic: str, partition: int
             except (ValueError, KeyError, TypeError) as e:
                 raise KafkalogError(f"not a kafkalog offset claim ({e})", file=url) from None
         else:
-            plog = _remote_log(storage, _partition_url(path, topic, partition), topic, partition)
-            base, epoch = plog.end_offset, plog.latest_epoch()
+            view = PartitionView(_partition_url(path, topic, partition), storage=storage)
+            base, epoch = view.log_end_offset, view.latest_epoch()
         body = json.dumps({"attempt": attempt, "base": base, "end": base + count, "epoch": epoch},
                           sort_keys=True).encode()
         if exclusive:
@@ -281,8 +267,8 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
     try:
         for (topic, partition), group in sorted(by_tp.items()):
             target = _partition_url(path, topic, partition)
-            plog = _remote_log(storage, target, topic, partition)
-            end = plog.end_offset
+            view = PartitionView(target, storage=storage)
+            end = view.log_end_offset
             claims = _chain(group, end, preserve_order)
             if claims is not None:
                 for claim in claims:
@@ -300,7 +286,7 @@ def _commit_remote(path: str, storage_options: dict | None, config: LogConfig, i
                     staged.append(Storage.join(item.prefix, item.file))
                 else:
                     staged.extend(Storage.join(item.prefix, n) for n in item.claim.files if n.endswith(".log"))
-            _append_through_driver(storage, config, target, topic, partition, end, plog.latest_epoch(), staged,
+            _append_through_driver(storage, config, target, topic, partition, end, view.latest_epoch(), staged,
                                    uploaded)
     except BaseException:
         for url in reversed(uploaded):

@@ -8,8 +8,8 @@ order. Offsets of a group whose metadata was deleted are kept as a group that on
 consumer group records, types 3-8) are skipped, as Kafka 3.x skips unknown keys.
 
 Files are only read: segments through :class:`kafkalog.FileRecords` (never ``Log.open``, which
-takes a lock and rewrites checkpoints), offset indexes with ``OffsetIndex.read_live`` (copied,
-never mapped). A batch that fails its checks in the last segment of a partition ends that
+takes a lock and rewrites checkpoints), log end offsets through the core's read-only
+:class:`~kafkalog.partition_view.PartitionView`. A batch that fails its checks in the last segment of a partition ends that
 partition with a warning (a torn tail: Kafka's recovery would truncate there); anywhere else it
 is an error naming the file and the byte position.
 """
@@ -20,26 +20,17 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .. import FileRecords, OffsetIndex, RecordBatch
-from ..filenames import PARTITION_DIR, find_partition_dirs, offset_from_file, offset_index_file, segment_logs
-from ..resync import batch_at
-from ..errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    KafkalogError,
-    RecordTooLargeError,
-    TruncatedRecordError,
-    UnsupportedCodecError,
-)
+from .. import FileRecords, RecordBatch
+from ..filenames import PARTITION_DIR, find_partition_dirs, segment_logs
+from ..partition_view import OnCorruption, PartitionView
+from ..resync import BAD_BATCH_ERRORS
+from ..errors import KafkalogError
 from ..protocol import (
     CONSUMER_OFFSETS_TOPIC,
     CommittedOffset,
     ConsumerOffsets,
     OffsetsLoader,
 )
-
-#: What reading a batch raises when its bytes are bad.
-_BATCH_ERRORS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError, UnsupportedCodecError, RecordTooLargeError)
 
 
 def _partition_dirs(log_dirs: tuple[str | os.PathLike, ...]) -> list[tuple[Path, str, int]]:
@@ -70,7 +61,7 @@ def _batches(directory: Path, warnings: list[str]) -> Iterator[RecordBatch]:
         with FileRecords.open(log) as records:
             try:
                 yield from records.batches(validate=True, strict=True)
-            except _BATCH_ERRORS as e:
+            except BAD_BATCH_ERRORS as e:
                 if i + 1 < len(logs):
                     raise
                 warnings.append(f"{e} (the rest of the segment is not read: Kafka's recovery would truncate it here)")
@@ -116,31 +107,18 @@ def committed_offsets(*log_dirs: str | os.PathLike, group: str | None = None) ->
 
 def log_end_offset(partition_dir: str | os.PathLike) -> int:
     """The log end offset of a partition directory: after the last whole, valid batch of its
-    last segment (its base offset when it holds none), read without writing anything.
+    last segment (its base offset when it holds none), read without writing anything
+    (:class:`kafkalog.partition_view.PartitionView`, where Kafka's recovery would truncate).
+    A directory without segments has end offset 0.
 
-    The scan starts at the last segment's last offset-index entry when that entry frames a
-    batch, and stops at the first batch that fails its checks (where Kafka's recovery would
-    truncate). A directory without segments has end offset 0.
+    Raises:
+        OSError: no such directory (``FileNotFoundError``), or not a directory.
     """
-    logs = segment_logs(partition_dir)
-    if not logs:
-        return 0
-    last = logs[-1]
-    base = offset_from_file(last)
-    end = base
-    index = OffsetIndex.read_live(offset_index_file(partition_dir, base), base)
-    with FileRecords.open(last) as records:
-        start = 0
-        if index.entries:
-            position = index.entry(index.entries - 1).position
-            if 0 < position < records.size_in_bytes and batch_at(records, position, base) is not None:
-                start = position
-        try:
-            for batch in records.slice(start).batches(validate=True):
-                end = max(end, batch.next_offset)
-        except _BATCH_ERRORS:
-            pass  # a torn or corrupt tail: the end is after the last valid batch
-    return end
+    if not os.path.isdir(partition_dir):
+        missing = not os.path.exists(partition_dir)
+        raise (FileNotFoundError if missing else NotADirectoryError)(
+            2 if missing else 20, "No such file or directory" if missing else "Not a directory", os.fspath(partition_dir))
+    return PartitionView(partition_dir, on_corruption=OnCorruption.TRUNCATE).log_end_offset
 
 
 def log_end_offsets(*log_dirs: str | os.PathLike) -> dict[tuple[str, int], int]:
