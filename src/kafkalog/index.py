@@ -58,8 +58,8 @@ import numpy as np
 from .durable import allocate_blocks, pwrite_all, rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
 from .remote import Storage, is_remote
+from .varint import INT32_MAX
 
-_INT32_MAX = 2**31 - 1
 # Kafka's AbstractIndex: the warm section is the last 8 KiB of entries.
 _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
@@ -560,7 +560,7 @@ class _Index(ABC, Generic[_Entry]):
 
     def _relative(self, offset: int) -> int:
         relative = offset - self.base_offset
-        if relative < 0 or relative > _INT32_MAX:
+        if relative < 0 or relative > INT32_MAX:
             raise InvalidOffsetError(
                 f"offset {offset} is not within the int32 range of base offset {self.base_offset}",
                 file=str(self._path),

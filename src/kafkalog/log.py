@@ -70,10 +70,10 @@ from .memory_records import MemoryRecords
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .transaction_index import AbortedTxn
+from .varint import INT32_MAX
 
 _log = logging.getLogger(__name__)
 
-_INT32_MAX = 2**31 - 1
 
 
 def _now_ms() -> int:
@@ -220,10 +220,6 @@ class Log(LogStartAndRetention):
     def log_end_offset(self) -> int:
         """The offset the next record gets."""
         return self._end.offset
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._end
 
     @property
     def recovery_point(self) -> int:
@@ -453,7 +449,7 @@ class Log(LogStartAndRetention):
         ):
             # Kafka: with no first offset (legacy follower appends), last - int32 max is a safe
             # lower bound of the first offset.
-            roll_offset = first_offset if first_offset >= 0 else last_offset - _INT32_MAX
+            roll_offset = first_offset if first_offset >= 0 else last_offset - INT32_MAX
             return self._roll(roll_offset)
         return segment
 

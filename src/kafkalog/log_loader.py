@@ -63,6 +63,7 @@ from .producer_state.manager import ProducerStateManager
 from .record import MAGIC_V2
 from .segment import LogSegment
 from .log_segments import LogSegments
+from .varint import INT32_MAX
 
 _log = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ def rebuild_producer_state(
                 found = segment.translate_offset(last_offset)
                 if found is not None:
                     max_position = found.position
-            records = segment.read(start, 2**31 - 1, max_position=max_position)
+            records = segment.read(start, INT32_MAX, max_position=max_position)
             if records is None:
                 continue
             for batch in records.batches():

@@ -38,8 +38,8 @@ from .record import ControlRecordType, RecordBatch
 from .memory_records import MemoryRecords
 from .segment_recovery import RecoveryScan
 from .transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
+from .varint import INT32_MAX
 
-_INT32_MAX = 2**31 - 1
 
 
 # -- indexes held in memory (a read-only open recovers into these; no file is created) ----------
@@ -323,7 +323,7 @@ class LogSegment:
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
-        return 0 <= relative <= _INT32_MAX
+        return 0 <= relative <= INT32_MAX
 
     def append(
         self,
@@ -352,7 +352,7 @@ class LogSegment:
         if size <= 0:
             return
         position = self.log.size_in_bytes
-        if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             self._ensure_offset_in_range(largest_offset)
         if not self._max_loaded:
             self._load_max()
@@ -527,7 +527,7 @@ class LogSegment:
         def step(batch: RecordBatch) -> bool:
             """Kafka's recovery of one batch; False: the valid part of the log ends before it."""
             last_offset = batch.last_offset
-            if last_offset <= scan.previous or last_offset - self.base_offset > _INT32_MAX:
+            if last_offset <= scan.previous or last_offset - self.base_offset > INT32_MAX:
                 # Offsets that go backwards, fall below the base offset or overflow the
                 # segment's 32-bit range end its valid part (the base offset is outside the
                 # CRC, so a flipped bit there shows only this way). Kafka drops the whole

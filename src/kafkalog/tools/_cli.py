@@ -13,6 +13,7 @@ from typing import IO
 from .. import KafkalogError, __version__, core_name
 from ..cleaner import DEFAULT_DEDUPE_BUFFER_SIZE
 from ..cleaner_offset_map import OffsetMap
+from ..varint import INT32_MAX
 from ._commands import (
     _run_convert,
     _run_rebuild,
@@ -37,7 +38,7 @@ from ._demo import _run_demo
 from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
 from ._groups import _run_groups
-from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
+from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE
 from ._summary import summarise
 from ._tool import _Tool
 
@@ -55,8 +56,8 @@ EXIT_BROKEN_PIPE = 141  # SIGPIPE
 
 def _size(text: str) -> int:
     value = int(text)
-    if not 0 <= value <= _INT32_MAX:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {_INT32_MAX}")
+    if not 0 <= value <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {INT32_MAX}")
     return value
 
 
@@ -214,7 +215,7 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         skip_metadata=args.skip_record_metadata,
         max_message_size=args.max_message_size,
         # Kafka reports trailing bytes only when --max-bytes is left at Integer.MAX_VALUE.
-        max_bytes=None if args.max_bytes == _INT32_MAX else args.max_bytes,
+        max_bytes=None if args.max_bytes == INT32_MAX else args.max_bytes,
         parser=parser_obj,
         deprecations=deprecations,
     )

@@ -53,7 +53,7 @@ from ..legacy_record import encode_message_set
 from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP
 from ..recordbatch import encode_batch, encode_record
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
-from ._jvm import _INT32_MAX
+from ..varint import INT32_MAX
 from ._rebuild import _MIN_ENTRY, _index_path, ensure_not_in_use
 from ._verify_report import Progress, ProgressTicker
 
@@ -281,7 +281,7 @@ def convert_segment(
     out_dir = out_log.parent
     config = LogConfig(index_interval_bytes=index_interval_bytes)
     capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
-    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
+    config = config.replace(segment_index_bytes=min(INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
         Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
     segment = LogSegment.open(out_dir, base, config, suffix=TMP_SUFFIX)
