@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import native
 from .log_config import LogConfig
 from .durable import fsync_dir
 from .errors import (
@@ -57,8 +56,8 @@ from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exp
 )
 from .log_append import (
     LogAppendInfo,
-    analyze_records,
     assign_epochs,
+    frame_before_lock,
     prepare_append,
 )
 from .log_retention import LogStartAndRetention
@@ -350,16 +349,12 @@ class Log(LogStartAndRetention):
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
-        batches, valid = None, len(view)
-        if not assign_offsets or native.ext is None or not valid:
-            # Framed before taking the lock. The compiled leader pipeline frames under it, as
-            # part of its one call (log_append.prepare_append).
-            batches, valid = analyze_records(
-                view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
-                file=str(self.directory),
-            )
-            if not batches:
-                return LogAppendInfo.nothing(self._log_start_offset)
+        batches, valid = frame_before_lock(
+            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
+            file=str(self.directory),
+        )
+        if batches is not None and not batches:
+            return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
             self._check_open()
             self._check_writable()
