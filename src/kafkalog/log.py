@@ -33,7 +33,6 @@ from .errors import (
     LogClosedError,
     OffsetOutOfRangeError,
     ReadOnlyLogError,
-    RecordTooLargeError,
 )
 from .file_records import FileRecords
 from .filenames import delete_dir_name, parse_partition_dir
@@ -368,12 +367,6 @@ class Log:
         first_offset, last_offset = prepared.first_offset, prepared.last_offset
         max_ts, max_ts_offset = prepared.max_timestamp, prepared.offset_of_max_timestamp
         size = len(data)
-        if size > config.segment_bytes:
-            raise RecordTooLargeError(
-                f"message batch size is {size} bytes in append to partition {self.topic}-{self.partition}, which "
-                f"exceeds the maximum configured segment size of {config.segment_bytes}",
-                file=str(self.directory),
-            )
         # Producer state first: a refused batch must leave nothing behind.
         try:
             analysis = self.producer_state.analyze_batches(batches, origin=origin)
