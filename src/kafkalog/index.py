@@ -133,11 +133,8 @@ class _Index(ABC, Generic[_Entry]):
     (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
     search column and which column holds the relative offset. An index opened read-only
     (``writable=False``, or :meth:`read_live`) is a copy of the file, never mapped; one built
-    ``in_memory`` holds its entries in a ``bytearray`` it owns, the file untouched.
-
-    The backing store is one of: the map of a file written with pwrite (writable), a copy of
-    the file (read-only), or a bytearray written in place (in memory). ``_raw`` and ``_mm`` read
-    each the same way; only :meth:`_store` and :meth:`resize` tell them apart.
+    ``in_memory`` writes a ``bytearray`` it owns. ``_raw`` and ``_mm`` read the three backings
+    alike; only :meth:`_store` and :meth:`resize` tell them apart.
     """
 
     DTYPE: np.dtype  # the entry layout, declared once; the struct views below derive from it
@@ -165,13 +162,8 @@ class _Index(ABC, Generic[_Entry]):
         assert cls._ENTRY_SIZE == cls.DTYPE.itemsize and cls._OFFSET_STRUCT.format == ">" + code[cls.OFFSET]
 
     def __init__(
-        self,
-        path: str | os.PathLike,
-        base_offset: int,
-        max_index_size: int = 10 * 1024 * 1024,
-        *,
-        writable: bool = True,
-        in_memory: bool = False,
+        self, path: str | os.PathLike, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *,
+        writable: bool = True, in_memory: bool = False,
     ) -> None:
         """``in_memory``: build the index in memory (see the module docstring); ``writable`` is
         then ignored, as no file is opened."""
