@@ -61,6 +61,7 @@ from .durable import write_atomically
 from .errors import CorruptCheckpointError
 from .filenames import validate_topic_name
 from .remote import is_remote
+from .varint import INT32_MAX, INT32_MIN
 
 # File names (Kafka's LogManager, LogCleanerManager, ReplicaManager, LeaderEpochCheckpointFile,
 # PartitionMetadataFile).
@@ -73,7 +74,7 @@ PARTITION_METADATA = "partition.metadata"
 
 _VERSION = 0  # the only version of every checkpoint format and of partition.metadata
 
-_INT32 = (-(2**31), 2**31 - 1)
+_INT32 = (INT32_MIN, INT32_MAX)
 _INT64 = (-(2**63), 2**63 - 1)
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # BufferedReader.readLine

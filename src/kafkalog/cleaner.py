@@ -70,6 +70,7 @@ from .producer_state.manager import LastRecord
 from .record import MAGIC_V2, RecordBatch
 from .memory_records import MemoryRecords, filter_to, records_span
 from .segment import LogSegment
+from .varint import INT32_MAX
 
 _log = logging.getLogger("kafkalog.cleaner")
 
@@ -79,7 +80,6 @@ DEFAULT_IO_BUFFER_SIZE = 512 * 1024
 DEFAULT_LOAD_FACTOR = 0.9
 DEFAULT_BACKOFF_MS = 15_000
 
-_INT32_MAX = 2**31 - 1
 
 
 def _now_ms() -> int:
@@ -108,7 +108,7 @@ def group_segments_by_size(
                 log_size + seg.size <= max_size
                 and index_size + seg.offset_index.size_in_bytes <= max_index_size
                 and time_size + seg.time_index.size_in_bytes <= max_index_size
-                and (seg.size == 0 or last - group[-1].base_offset <= _INT32_MAX)
+                and (seg.size == 0 or last - group[-1].base_offset <= INT32_MAX)
             ):
                 break
             group.append(seg)
@@ -488,7 +488,6 @@ class LogCleaner:
         self._lock = threading.Condition()
         self._in_progress: str | None = None
         self._run_lock = threading.Lock()  # one pass at a time: the map is shared
-        self._aborting: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_stats: CleanerStats | None = None
@@ -583,14 +582,11 @@ class LogCleaner:
         finally:
             with self._lock:
                 self._in_progress = None
-                self._aborting.discard(key)
                 self._lock.notify_all()
 
     def _check_done(self, log: Log) -> None:
         if self._stop.is_set() and self._thread is not None:
             raise LogCleaningAbortedError("the cleaner is stopping", file=str(log.directory))
-        if str(log.directory) in self._aborting:
-            raise LogCleaningAbortedError("cleaning was aborted", file=str(log.directory))
         if log.closed:
             raise LogCleaningAbortedError("the log was closed during cleaning", file=str(log.directory))
 
@@ -606,19 +602,6 @@ class LogCleaner:
         """Let the background thread clean ``log`` (when its policy includes compact)."""
         with self._lock:
             self._logs[str(log.directory)] = log
-
-    def remove_log(self, log: Log) -> None:
-        """Stop cleaning ``log``: abort a pass in progress on it and wait for it to end."""
-        key = str(log.directory)
-        with self._lock:
-            self._logs.pop(key, None)
-            self._uncleanable.pop(key, None)
-            self._horizons.pop(key, None)
-            self._last_pass.pop(key, None)
-            if self._in_progress == key:
-                self._aborting.add(key)
-                while self._in_progress == key:
-                    self._lock.wait()
 
     def clean_filthiest(self, now_ms: int | None = None) -> CleanerStats | None:
         """One round of the background loop: clean the filthiest cleanable log, if any (Kafka's

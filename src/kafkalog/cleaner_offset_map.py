@@ -88,11 +88,6 @@ class OffsetMap:
     def utilization(self) -> float:
         return self._entries / self._slots
 
-    @property
-    def collision_rate(self) -> float:
-        """Extra probes per lookup."""
-        return (self._probes - self._lookups) / self._lookups if self._lookups else 0.0
-
     @staticmethod
     def digest(key: bytes | bytearray | memoryview) -> bytes:
         """The key's slot digest (Kafka hashes keys with MD5)."""

@@ -28,6 +28,10 @@ past the new end would kill the reader with SIGBUS. :meth:`OffsetIndex.read_live
 (a live broker's active segment), cut to its live entries: the preallocated zero tail is left
 out, and a missing or unreadable file reads as empty.
 
+Building in memory. An index opened with ``in_memory=True`` (what a read-only open of a log
+recovers into) is the same index over a ``bytearray`` instead of a file: preallocated like a new
+file, written, resized, trimmed and truncated in memory; no file is created, written or mapped.
+
 Searching. Kafka binary-searches the memory map, starting with the last 8 KiB of entries (the
 *warm* section, where nearly all lookups from consumers at the head of the log land) so that a
 lookup does not page in the cold part of a large index. That search is kept here as the plain
@@ -58,8 +62,8 @@ import numpy as np
 from .durable import allocate_blocks, pwrite_all, rename_if_exists, unlink_if_exists
 from .errors import CorruptIndexError, InvalidOffsetError, LogClosedError
 from .remote import Storage, is_remote
+from .varint import INT32_MAX
 
-_INT32_MAX = 2**31 - 1
 # Kafka's AbstractIndex: the warm section is the last 8 KiB of entries.
 _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
@@ -128,7 +132,9 @@ class _Index(ABC, Generic[_Entry]):
     log with thousands of segments opens fast), resize, trim, truncation, reset, flush, rename
     (keeping the map) and delete (closing it first). Subclasses define the entry layout: the dtype, the
     search column and which column holds the relative offset. An index opened read-only
-    (``writable=False``, or :meth:`read_live`) is a copy of the file, never mapped.
+    (``writable=False``, or :meth:`read_live`) is a copy of the file, never mapped; one built
+    ``in_memory`` writes a ``bytearray`` it owns. ``_raw`` and ``_mm`` read the three backings
+    alike; only :meth:`_store` and :meth:`resize` tell them apart.
     """
 
     DTYPE: np.dtype  # the entry layout, declared once; the struct views below derive from it
@@ -156,12 +162,16 @@ class _Index(ABC, Generic[_Entry]):
         assert cls._ENTRY_SIZE == cls.DTYPE.itemsize and cls._OFFSET_STRUCT.format == ">" + code[cls.OFFSET]
 
     def __init__(
-        self, path: str | os.PathLike, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *, writable: bool = True
+        self, path: str | os.PathLike, base_offset: int, max_index_size: int = 10 * 1024 * 1024, *,
+        writable: bool = True, in_memory: bool = False,
     ) -> None:
+        """``in_memory``: build the index in memory (see the module docstring); ``writable`` is
+        then ignored, as no file is opened."""
         self._path = Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self._writable = writable
+        self._in_memory = in_memory
+        self._writable = writable and not in_memory  # a file open for writing (mapped)
         self._live = False  # read-only, cut to the live entries (see read_live)
         self._remote: tuple[Storage, str] | None = None  # read_live of a remote file: (storage, URL)
         self._given: bytes | None = None  # from_bytes: the file's content, read by the caller
@@ -174,7 +184,7 @@ class _Index(ABC, Generic[_Entry]):
         self._capacity = 0  # entries the file has room for (length // entry size)
         self._plain = False  # search with Kafka's plain binary search only
         self._keys: array | None = None  # native copy of the key column (fast search)
-        self._copy = bytearray()  # a read-only index's bytes (never mapped; see _map)
+        self._copy = bytearray()  # a read-only or in-memory index's bytes (never mapped; see _map)
         self._fd_finalizer: weakref.finalize | None = None  # closes _fd if the index is dropped
 
     @classmethod
@@ -227,9 +237,11 @@ class _Index(ABC, Generic[_Entry]):
         if self._opened:
             return
         size = self.entry_size
-        newly_created = self._writable and not self._path.exists()
+        newly_created = self._in_memory or (self._writable and not self._path.exists())
         self._plain = _plain_search_forced()
-        if self._writable:
+        if self._in_memory:
+            self._hold(bytearray(self.max_index_size // size * size))
+        elif self._writable:
             if newly_created and self.max_index_size < size:
                 raise InvalidOffsetError(f"invalid max index size {self.max_index_size}", file=str(self._path))
             fd = os.open(self._path, os.O_RDWR | os.O_CREAT | _O_CLOEXEC, 0o644)
@@ -278,10 +290,15 @@ class _Index(ABC, Generic[_Entry]):
             data = data[:n * size]
         else:
             data = self._read_local(size)
-        n = len(data) // size
-        self._copy = bytearray(data[: n * size])
-        self._length = n * size
-        self._mm = np.frombuffer(self._copy, dtype=self.DTYPE, count=n) if n else None
+        self._hold(bytearray(data[: len(data) // size * size]))
+
+    def _hold(self, data: bytearray) -> None:
+        """Hold the whole entries ``data`` (a read-only copy, or an in-memory index's store) as
+        the index's bytes; it is never resized in place (a numpy view exports its buffer)."""
+        n = len(data) // self.entry_size
+        self._copy = data
+        self._length = n * self.entry_size
+        self._mm = np.frombuffer(data, dtype=self.DTYPE, count=n) if n else None
         self._keys = None
         self._capacity = n
 
@@ -358,6 +375,12 @@ class _Index(ABC, Generic[_Entry]):
         rounded = max(new_size // self.entry_size, self._entries) * self.entry_size
         if rounded == self._length:
             return False
+        if self._in_memory:
+            data = bytearray(rounded)
+            keep = min(rounded, self._length)
+            data[:keep] = self._copy[:keep]
+            self._hold(data)
+            return True
         os.ftruncate(self._writable_fd(), rounded)
         self._length = rounded
         self._map()
@@ -491,9 +514,13 @@ class _Index(ABC, Generic[_Entry]):
             self._keys.extend(int(k) for k in rows[self.KEY])
 
     def _store(self, entry: bytes, position: int) -> None:
-        """Write one entry at byte ``position`` of the file. With pwrite, not a store through
-        the map: see the module docstring (full disk -> SIGBUS)."""
-        pwrite_all(self._writable_fd(), entry, position)
+        """Write entries at byte ``position`` of the index: into the bytearray of an in-memory
+        index, else into the file with pwrite, not a store through the map (see the module
+        docstring: full disk -> SIGBUS)."""
+        if self._in_memory:
+            self._copy[position : position + len(entry)] = entry
+        else:
+            pwrite_all(self._writable_fd(), entry, position)
 
     def _plain_search(self, target: int, st: struct.Struct, at: int) -> int:
         """Largest slot whose column value is <= target, or -1: Kafka's search, warm tail first."""
@@ -560,7 +587,7 @@ class _Index(ABC, Generic[_Entry]):
 
     def _relative(self, offset: int) -> int:
         relative = offset - self.base_offset
-        if relative < 0 or relative > _INT32_MAX:
+        if relative < 0 or relative > INT32_MAX:
             raise InvalidOffsetError(
                 f"offset {offset} is not within the int32 range of base offset {self.base_offset}",
                 file=str(self._path),

@@ -35,13 +35,13 @@ from collections.abc import Iterable
 
 from .checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from .errors import InvalidOffsetError
+from .varint import INT32_MAX
 
 #: Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH`` / ``UNDEFINED_EPOCH``: no epoch known.
 UNDEFINED_EPOCH = -1
 #: Kafka's ``UNDEFINED_EPOCH_OFFSET``: no end offset known.
 UNDEFINED_EPOCH_OFFSET = -1
 
-_INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
 _Entries = tuple[EpochEntry, ...]
@@ -356,10 +356,10 @@ class LeaderEpochFileCache:
         for value in (epoch, start_offset):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"leader epoch entries hold ints, not {type(value).__name__}")
-        if not 0 <= epoch <= _INT32_MAX or not 0 <= start_offset <= _INT64_MAX:
+        if not 0 <= epoch <= INT32_MAX or not 0 <= start_offset <= _INT64_MAX:
             raise InvalidOffsetError(
                 f"invalid partition leader epoch entry ({epoch}, {start_offset}): the epoch must be in "
-                f"[0, {_INT32_MAX}] and the start offset in [0, {_INT64_MAX}]",
+                f"[0, {INT32_MAX}] and the start offset in [0, {_INT64_MAX}]",
                 file=str(self._checkpoint.path),
             )
         return EpochEntry(epoch, start_offset)

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import native
 from .log_config import LogConfig
 from .durable import fsync_dir
 from .errors import (
@@ -34,17 +33,10 @@ from .errors import (
     LogClosedError,
     OffsetOutOfRangeError,
     ReadOnlyLogError,
-    RecordTooLargeError,
 )
 from .file_records import FileRecords
-from .filenames import parse_partition_dir
-from .log_loader import (
-    check_partition_metadata,
-    load_log,
-    open_leader_epoch_cache,
-    rebuild_leader_epochs,
-    rebuild_producer_state,
-)
+from .filenames import delete_dir_name, parse_partition_dir
+from .log_loader import open_partition, rebuild_producer_state
 from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exports them)
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -57,23 +49,24 @@ from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exp
 )
 from .log_append import (
     LogAppendInfo,
-    analyze_records,
     assign_epochs,
+    frame_before_lock,
     prepare_append,
 )
-from .log_retention import LogStartAndRetention
+from .log_retention import LogRetention
+from .offline_retention import RetentionPlan
 from .log_directory import CLEAN_SHUTDOWN_FILE, LogDir, remove_stray_tmp  # noqa: F401 (re-exported)
 from .producer_state.snapshot import sync_snapshot
-from .producer_state.manager import AppendOrigin, LastRecord, ProducerStateManager, SnapshotOverlay
+from .producer_state.manager import AppendOrigin, LastRecord
 from .record import MAGIC_V2, RecordBatch
 from .memory_records import MemoryRecords
 from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .transaction_index import AbortedTxn
+from .varint import INT32_MAX
 
 _log = logging.getLogger(__name__)
 
-_INT32_MAX = 2**31 - 1
 
 
 def _now_ms() -> int:
@@ -83,7 +76,7 @@ def _now_ms() -> int:
 # -- the log -------------------------------------------------------------------------------------
 
 
-class Log(LogStartAndRetention):
+class Log:
     """One partition's log.
 
     Use :meth:`open`. Thread safety: one writer and many readers. Every method that changes the
@@ -168,31 +161,18 @@ class Log(LogStartAndRetention):
 
     def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None) -> None:
         directory = self.directory
-        changes = self._logdir.changes if self._read_only else None
-        clean = self._logdir.consume_clean_marker()
-        recovery_point, log_start = self._logdir.read_offsets(self._tp)
-        if topic_id is not None:
-            check_partition_metadata(directory, topic_id, changes)
-        self.leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory, changes)
-        kwargs: dict = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
-        if changes is not None:
-            kwargs["overlay"] = SnapshotOverlay(changes)
-        self.producer_state = ProducerStateManager(directory, **kwargs)
-        loaded = load_log(
-            directory,
-            self.config,
-            log_start_offset_checkpoint=max(0, log_start or 0),
-            recovery_point_checkpoint=max(0, recovery_point or 0),
-            had_clean_shutdown=clean,
-            producer_state=self.producer_state,
-            leader_epoch_cache=self.leader_epoch_cache,
-            clock=self._clock,
+        loaded, self.leader_epoch_cache, self.producer_state = open_partition(
+            directory, self.config, self._logdir, self._tp, read_only=self._read_only, topic_id=topic_id,
+            producer_id_expiration_ms=producer_id_expiration_ms, clock=self._clock,
             jitter=lambda: roll_jitter(self.config),
-            changes=changes,
         )
         self._segments = loaded.segments
         self._scheduler = Scheduler(f"kafkalog-{directory.name}")
         self._local = LocalLog(directory, self.config, loaded.segments, clock=self._clock, scheduler=self._scheduler)
+        self._retention = LogRetention(
+            directory=directory, tp=self._tp, segments=self._segments, local=self._local, logdir=self._logdir,
+            leader_epoch_cache=self.leader_epoch_cache, producer_state=self.producer_state,
+        )
         self._log_start_offset = loaded.log_start_offset
         self._recovery_point = loaded.recovery_point
         self.load_stats = loaded._replace(segments=None)
@@ -204,8 +184,6 @@ class Log(LogStartAndRetention):
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
         self._truncations = 0  # bumped by every truncation; a flush racing one does not count
-        if rebuild_epochs:
-            rebuild_leader_epochs(self.leader_epoch_cache, self._segments.values(), self._log_start_offset)
         # Persist what loading decided, so a crash now does not recover the same bytes again.
         self._checkpoint_offsets()
 
@@ -220,10 +198,6 @@ class Log(LogStartAndRetention):
     def log_end_offset(self) -> int:
         """The offset the next record gets."""
         return self._end.offset
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._end
 
     @property
     def recovery_point(self) -> int:
@@ -354,16 +328,12 @@ class Log(LogStartAndRetention):
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
         buf = records.buffer if isinstance(records, MemoryRecords) else records
         view = memoryview(buf).cast("B")
-        batches, valid = None, len(view)
-        if not assign_offsets or native.ext is None or not valid:
-            # Framed before taking the lock. The compiled leader pipeline frames under it, as
-            # part of its one call (log_append.prepare_append).
-            batches, valid = analyze_records(
-                view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
-                file=str(self.directory),
-            )
-            if not batches:
-                return LogAppendInfo.nothing(self._log_start_offset)
+        batches, valid = frame_before_lock(
+            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
+            file=str(self.directory),
+        )
+        if batches is not None and not batches:
+            return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
             self._check_open()
             self._check_writable()
@@ -397,12 +367,6 @@ class Log(LogStartAndRetention):
         first_offset, last_offset = prepared.first_offset, prepared.last_offset
         max_ts, max_ts_offset = prepared.max_timestamp, prepared.offset_of_max_timestamp
         size = len(data)
-        if size > config.segment_bytes:
-            raise RecordTooLargeError(
-                f"message batch size is {size} bytes in append to partition {self.topic}-{self.partition}, which "
-                f"exceeds the maximum configured segment size of {config.segment_bytes}",
-                file=str(self.directory),
-            )
         # Producer state first: a refused batch must leave nothing behind.
         try:
             analysis = self.producer_state.analyze_batches(batches, origin=origin)
@@ -453,7 +417,7 @@ class Log(LogStartAndRetention):
         ):
             # Kafka: with no first offset (legacy follower appends), last - int32 max is a safe
             # lower bound of the first offset.
-            roll_offset = first_offset if first_offset >= 0 else last_offset - _INT32_MAX
+            roll_offset = first_offset if first_offset >= 0 else last_offset - INT32_MAX
             return self._roll(roll_offset)
         return segment
 
@@ -614,7 +578,7 @@ class Log(LogStartAndRetention):
                 self._truncate_fully(offset, offset)
                 return True
             self._truncations += 1
-            self._delete_producer_snapshots(self._local.truncate_to(offset))
+            self._retention.delete_producer_snapshots(self._local.truncate_to(offset))
             self._set_end(offset)
             self.leader_epoch_cache.truncate_from_end(offset)
             self._log_start_offset = min(offset, self._log_start_offset)
@@ -661,13 +625,54 @@ class Log(LogStartAndRetention):
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
 
-    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
-        """The producer snapshots at the base offsets of deleted ``segments`` go with them
-        (renamed ``.deleted`` now, removed after ``file.delete.delay.ms``)."""
-        paths = [self.producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset) for s in segments]
-        paths = [path for path in paths if path is not None]
-        if paths:
-            self._local.schedule_unlink(paths)
+    # -- the log start offset and retention (the files' side: log_retention.LogRetention) -------
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset to ``before_offset`` (Kafka's DeleteRecords); the
+        segments below it go at the next :meth:`delete_old_segments`. Returns the new start.
+
+        Raises:
+            OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_writable()
+            self._retention.check_delete_records(before_offset, self.high_watermark)
+            self._increment_log_start_offset(before_offset)
+            return self._log_start_offset
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        """Kafka's ``maybeIncrementLogStartOffset``: the recovery point and the high watermark
+        follow the start up; the retention collaborator persists it and trims below it."""
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        if self._recovery_point < offset:
+            self._recovery_point = offset
+        if self._high_watermark is not None and self._high_watermark < offset:
+            self._high_watermark = offset
+        self._retention.log_start_offset_moved(offset)
+
+    def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
+        """What :meth:`delete_old_segments` would delete now, and why (a dry run)."""
+        return self._retention.plan(
+            self.config, self._clock() if now_ms is None else now_ms, log_start_offset=self._log_start_offset,
+            log_end_offset=self._end.offset, high_watermark=self.high_watermark,
+        )
+
+    def delete_old_segments(self, *, now_ms: int | None = None, dry_run: bool = False) -> RetentionPlan:
+        """Apply retention (Kafka's ``deleteOldSegments``): segments below the log start offset,
+        then beyond ``retention.bytes``, then older than ``retention.ms``. The log start offset
+        advances to the first remaining segment before the files go (renamed ``.deleted``,
+        removed after ``file.delete.delay.ms``). Returns the plan applied (or, with
+        ``dry_run``, the plan that would be)."""
+        with self._lock:
+            self._check_open()
+            plan = self.plan_retention(now_ms)
+            if not dry_run and plan.deletions:
+                self._check_writable()
+                self._increment_log_start_offset(self._retention.delete_segments(plan, roll=lambda: self._roll(None)))
+            return plan
 
     # -- compaction: what the log cleaner needs ------------------------------------------------
 
@@ -726,7 +731,16 @@ class Log(LogStartAndRetention):
                 )
             if self._segments.last in old_segments:
                 raise ValueError("the active segment cannot be replaced")
-            self._delete_producer_snapshots(self._local.replace_segments(new_segment, old_segments))
+            self._retention.delete_producer_snapshots(self._local.replace_segments(new_segment, old_segments))
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new settings to the open log (Kafka's ``updateConfig``, after an AlterConfigs):
+        the next append, roll, flush and retention pass read them. Existing segments keep the
+        index interval they were created with, as in Kafka."""
+        with self._lock:
+            self._check_open()
+            self.config = config
+            self._local.config = config
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -778,3 +792,33 @@ class Log(LogStartAndRetention):
         self._close_and_forget()
         shutil.rmtree(self.directory, ignore_errors=True)
         fsync_dir(self.directory.parent)
+
+    def rename_for_delete(self) -> Path:
+        """Close the log, drop its checkpoint entries and rename its directory
+        ``<topic>-<partition>.<uuid>-delete`` (Kafka's ``LogManager.asyncDelete``), durably; the
+        files are removed later by whoever deletes that directory, and a ``-delete`` directory
+        found at start is never loaded as a partition. Returns the new path.
+
+        Raises:
+            ReadOnlyLogError: a read-only open.
+            OSError: the rename failed (the log is closed and forgotten all the same).
+        """
+        self._close_and_forget()
+        target = self.directory.parent / delete_dir_name(self.topic, self.partition)
+        os.rename(self.directory, target)
+        fsync_dir(self.directory.parent)
+        return target
+
+    def _close_and_forget(self) -> None:
+        """Close every file without the clean-shutdown work and remove the partition from the
+        log directory's checkpoints (the first step of deleting the log)."""
+        self._check_writable()
+        # Pending background work (the flush after a roll) takes the lock: it runs first.
+        self._scheduler.shutdown()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._segments.close()
+                self._local.close()
+                self._logdir.release(self._tp, self.directory.name, clean=False)
+            self._logdir.forget(self._tp)

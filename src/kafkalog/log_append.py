@@ -132,6 +132,18 @@ def source_compression(batches: list[RecordBatch]) -> Compression:
     return source
 
 
+def frame_before_lock(
+    view: memoryview, *, max_message_bytes: int, assign_offsets: bool, file: str
+) -> tuple[list[RecordBatch] | None, int]:
+    """Frame an append before the log's lock is taken (:func:`analyze_records`), unless the
+    compiled leader pipeline will frame it under the lock as part of its one call
+    (:func:`prepare_append`): then ``(None, len(view))``. Here the record core is chosen, so
+    the log never asks which one runs. An empty list of batches: nothing to append."""
+    if assign_offsets and native.ext is not None and len(view):
+        return None, len(view)
+    return analyze_records(view, max_message_bytes=max_message_bytes, assign_offsets=assign_offsets, file=file)
+
+
 def prepare_append(
     view: memoryview,
     batches: list[RecordBatch] | None,
@@ -151,7 +163,8 @@ def prepare_append(
 
     ``batches`` is None when the append was not framed yet (a leader's append with the compiled
     core: :func:`prepare_native_leader_append` frames it, or else :func:`analyze_records` does
-    here). Returns None when there is no batch to append.
+    here). Returns None when there is no batch to append; raises RecordTooLargeError for an
+    append above ``segment.bytes`` (:func:`_fits_a_segment`).
     """
     if batches is None:
         prepared = prepare_native_leader_append(
@@ -159,7 +172,7 @@ def prepare_append(
             from_client=from_client,
         )
         if prepared is not None:
-            return prepared
+            return _fits_a_segment(prepared, config, partition, file)
         batches, valid = analyze_records(
             view, max_message_bytes=config.max_message_bytes, assign_offsets=assign_offsets, file=file
         )
@@ -185,7 +198,23 @@ def prepare_append(
             partition=partition,
             file=file,
         )
-    return prepared._replace(source_compression=source)
+    return _fits_a_segment(prepared._replace(source_compression=source), config, partition, file)
+
+
+def _fits_a_segment(prepared: PreparedAppend, config: LogConfig, partition: str, file: str) -> PreparedAppend:
+    """Kafka's check in ``UnifiedLog.append``: an append above ``segment.bytes`` fits no segment.
+
+    Raises:
+        RecordTooLargeError: it does not fit.
+    """
+    size = len(prepared.data)
+    if size > config.segment_bytes:
+        raise RecordTooLargeError(
+            f"message batch size is {size} bytes in append to partition {partition}, which "
+            f"exceeds the maximum configured segment size of {config.segment_bytes}",
+            file=file,
+        )
+    return prepared
 
 
 _rules_cache: tuple[LogConfig | None, tuple] = (None, ())

@@ -43,8 +43,8 @@ import re
 from collections.abc import Mapping
 
 from .errors import InvalidConfigError
+from .varint import INT32_MAX
 
-_INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _DAY_MS = 24 * 60 * 60 * 1000
@@ -56,11 +56,11 @@ _TRUE, _FALSE = "true", "false"
 # Kafka name -> (field, kind, minimum, maximum); kind: "int", "float", "bool", or a tuple of the
 # allowed words ("list:" prefix for comma-separated lists).
 _KEYS: dict[str, tuple[str, object, object, object]] = {
-    "segment.bytes": ("segment_bytes", "int", 14, _INT32_MAX),  # LegacyRecord.RECORD_OVERHEAD_V0
+    "segment.bytes": ("segment_bytes", "int", 14, INT32_MAX),  # LegacyRecord.RECORD_OVERHEAD_V0
     "segment.ms": ("segment_ms", "int", 1, _INT64_MAX),
     "segment.jitter.ms": ("segment_jitter_ms", "int", 0, _INT64_MAX),
-    "segment.index.bytes": ("segment_index_bytes", "int", 4, _INT32_MAX),
-    "index.interval.bytes": ("index_interval_bytes", "int", 0, _INT32_MAX),
+    "segment.index.bytes": ("segment_index_bytes", "int", 4, INT32_MAX),
+    "index.interval.bytes": ("index_interval_bytes", "int", 0, INT32_MAX),
     "retention.ms": ("retention_ms", "int", -1, _INT64_MAX),
     "retention.bytes": ("retention_bytes", "int", _INT64_MIN, _INT64_MAX),
     "cleanup.policy": ("cleanup_policy", ("list:", "compact", "delete"), None, None),
@@ -71,7 +71,7 @@ _KEYS: dict[str, tuple[str, object, object, object]] = {
     "file.delete.delay.ms": ("file_delete_delay_ms", "int", 0, _INT64_MAX),
     "flush.messages": ("flush_messages", "int", 1, _INT64_MAX),
     "flush.ms": ("flush_ms", "int", 0, _INT64_MAX),
-    "max.message.bytes": ("max_message_bytes", "int", 0, _INT32_MAX),
+    "max.message.bytes": ("max_message_bytes", "int", 0, INT32_MAX),
     "message.timestamp.type": ("message_timestamp_type", ("CreateTime", "LogAppendTime"), None, None),
     "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", "int", 0, _INT64_MAX),
     "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", "int", 0, _INT64_MAX),

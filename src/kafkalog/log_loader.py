@@ -58,11 +58,12 @@ from .filenames import (
     offset_from_file,
 )
 from .leader_epoch_cache import LeaderEpochFileCache
-from .log_directory import remove_stray_tmp
-from .producer_state.manager import ProducerStateManager
+from .log_directory import LogDir, remove_stray_tmp
+from .producer_state.manager import ProducerStateManager, SnapshotOverlay
 from .record import MAGIC_V2
 from .segment import LogSegment
 from .log_segments import LogSegments
+from .varint import INT32_MAX
 
 _log = logging.getLogger(__name__)
 
@@ -298,7 +299,7 @@ def rebuild_producer_state(
                 found = segment.translate_offset(last_offset)
                 if found is not None:
                     max_position = found.position
-            records = segment.read(start, 2**31 - 1, max_position=max_position)
+            records = segment.read(start, INT32_MAX, max_position=max_position)
             if records is None:
                 continue
             for batch in records.batches():
@@ -339,6 +340,7 @@ def load_log(
     leader_epoch_cache: LeaderEpochFileCache | None,
     clock: Callable[[], int],
     jitter: Callable[[], int] = lambda: 0,
+    read_only: bool = False,
     changes: list[str] | None = None,
 ) -> LoadedLog:
     """Load (and if needed recover) the partition in ``directory``; see the module docstring.
@@ -353,53 +355,114 @@ def load_log(
         leader_epoch_cache: the partition's epoch cache; truncated to the log here.
         clock: epoch milliseconds.
         jitter: each segment's roll jitter.
-        changes: load read-only: create, delete, rename and write nothing, but decide as a
-            writable load would (recovered indexes and producer snapshots are kept in memory;
-            ``producer_state`` must have a :class:`~kafkalog.producer_state.manager.SnapshotOverlay`)
-            and append to this list a line per change that load would have made.
+        read_only: create, delete, rename and write nothing, but decide as a writable load
+            would (recovered indexes and producer snapshots are kept in memory;
+            ``producer_state`` must have a :class:`~kafkalog.producer_state.manager.SnapshotOverlay`).
+        changes: with ``read_only``, where a line is appended per change a writable load would
+            have made (pass the list the other read-only steps note theirs in, so the lines keep
+            the order they arose in); a list of its own when None. Unused by a writable load.
 
     Raises:
         OSError: the directory could not be read or written.
     """
     directory = Path(directory)
     now_ms = clock()
-    view = None if changes is None else _ReadOnlyView(changes)
+    view = _ReadOnlyView([] if changes is None else changes) if read_only else None
     swap_files = _remove_temp_files_and_collect_swap_files(directory, view)
     _complete_swaps(directory, swap_files, view)
     segments, broken = _open_segments(directory, config, clock, jitter, view)
+    recovery = _Recovery(directory, segments, log_start_offset_checkpoint, producer_state, leader_epoch_cache, now_ms, view)
+    for segment in broken:
+        recovery.recover(segment)
+    if not had_clean_shutdown:
+        recovery.recover_unflushed(segments.values(recovery_point_checkpoint))
+    deleted = recovery.deleted + _delete_segments_below_log_start(segments, log_start_offset_checkpoint, view)
+    if segments.is_empty:
+        segments.add(_empty_segment(directory, log_start_offset_checkpoint, config, clock, jitter, view))
+        log_end = log_start_offset_checkpoint
+    else:
+        log_end = segments.last.next_offset  # type: ignore[union-attr]
+    if had_clean_shutdown and recovery.recovered == 0:
+        recovery_point = log_end
+    else:
+        recovery_point = min(recovery_point_checkpoint, log_end)
+    if view is None:  # (read-only: the active segment's indexes keep their length)
+        segments.last.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
 
-    recovered = truncated_total = deleted = 0
-    recovery_state: ProducerStateManager | None = None
+    log_start = max(log_start_offset_checkpoint, segments.first.base_offset)  # type: ignore[union-attr]
+    if leader_epoch_cache is not None:
+        leader_epoch_cache.truncate_from_end(log_end)
+        leader_epoch_cache.truncate_from_start(log_start)
 
-    def recover(segment: LogSegment) -> int:
-        nonlocal recovery_state
-        if recovery_state is None:
-            recovery_state = ProducerStateManager(
-                directory,
-                producer_id_expiration_ms=producer_state.producer_id_expiration_ms,
-                overlay=producer_state.overlay,
+    producer_state.remove_stray_snapshots(segments.base_offsets())
+    rebuild_producer_state(
+        producer_state, segments, log_start, log_end, now_ms, reload_from_clean_shutdown=had_clean_shutdown
+    )
+    return LoadedLog(
+        segments=segments,
+        log_start_offset=log_start,
+        recovery_point=recovery_point,
+        log_end_offset=log_end,
+        recovered_segments=recovery.recovered,
+        truncated_bytes=recovery.truncated,
+        deleted_segments=deleted,
+    )
+
+
+class _Recovery:
+    """Step 4 and the recovery of segments with broken indexes: one segment at a time with one
+    recovery-only producer-state manager (made on first use), counting what it did."""
+
+    def __init__(
+        self,
+        directory: Path,
+        segments: LogSegments,
+        log_start_offset: int,
+        producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache | None,
+        now_ms: int,
+        view: _ReadOnlyView | None,
+    ) -> None:
+        self._directory = directory
+        self._segments = segments
+        self._log_start_offset = log_start_offset
+        self._producer_state = producer_state
+        self._leader_epoch_cache = leader_epoch_cache
+        self._now_ms = now_ms
+        self._view = view
+        self._state: ProducerStateManager | None = None
+        self.recovered = 0  # segments recovered
+        self.truncated = 0  # bytes cut from invalid tails
+        self.deleted = 0  # segments dropped after a truncated one or a hole
+
+    def recover(self, segment: LogSegment) -> int:
+        """Recover ``segment``; return the bytes truncated."""
+        if self._state is None:
+            self._state = ProducerStateManager(
+                self._directory,
+                producer_id_expiration_ms=self._producer_state.producer_id_expiration_ms,
+                overlay=self._producer_state.overlay,
             )
         size = segment.size
         truncated = _recover_segment(
-            segment, segments, log_start_offset_checkpoint, recovery_state, leader_epoch_cache, now_ms
+            segment, self._segments, self._log_start_offset, self._state, self._leader_epoch_cache, self._now_ms
         )
-        if changes is not None:
-            changes.append(f"would rebuild the indexes of {segment.log.path}")
+        if self._view is not None:
+            self._view.changes.append(f"would rebuild the indexes of {segment.log.path}")
             if truncated:
-                changes.append(f"would truncate {truncated} bytes of {segment.log.path} at position {size - truncated}")
+                self._view.changes.append(
+                    f"would truncate {truncated} bytes of {segment.log.path} at position {size - truncated}"
+                )
+        self.recovered += 1
+        self.truncated += truncated
         return truncated
 
-    for segment in broken:
-        truncated_total += recover(segment)
-        recovered += 1
-
-    if not had_clean_shutdown:
-        unflushed = segments.values(recovery_point_checkpoint)
+    def recover_unflushed(self, unflushed: list[LogSegment]) -> None:
+        """Recover the segments from the one holding the recovery point on; after a truncation
+        or a hole, delete the segments that follow."""
         for i, segment in enumerate(unflushed):
             _log.info("recovering unflushed segment %s (%d/%d)", segment.log.path, i, len(unflushed))
-            truncated = recover(segment)
-            recovered += 1
-            truncated_total += truncated
+            truncated = self.recover(segment)
             later = unflushed[i + 1 :]
             if truncated > 0:
                 _log.warning(
@@ -425,69 +488,104 @@ def load_log(
             else:
                 continue
             for doomed in later:
-                segments.remove(doomed.base_offset)
-                _delete_segment(doomed, changes)
-            deleted += len(later)
-            break
+                self._segments.remove(doomed.base_offset)
+                _delete_segment(doomed, self._view)
+            self.deleted += len(later)
+            return
 
-    # Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: the files below a checkpointed start
-    # offset that is past their end were deleted outside the log.
-    log_end: int | None = None
-    if not segments.is_empty:
-        log_end = segments.last.next_offset  # type: ignore[union-attr]
-        if log_start_offset_checkpoint > log_end:
-            _log.warning(
-                "deleting all segments: log end offset %d is below log start offset %d",
-                log_end,
-                log_start_offset_checkpoint,
-            )
-            for segment in segments.values():
-                segments.remove(segment.base_offset)
-                _delete_segment(segment, changes)
-                deleted += 1
-            log_end = None
+
+def _delete_segments_below_log_start(segments: LogSegments, log_start_offset: int, view: _ReadOnlyView | None) -> int:
+    """Kafka's ``deleteSegmentsIfLogStartGreaterThanLogEnd``: the files below a checkpointed
+    start offset that is past their end were deleted outside the log. Returns how many went."""
     if segments.is_empty:
-        if changes is None:
-            segment = LogSegment.open(directory, log_start_offset_checkpoint, config, roll_jitter_ms=jitter(), clock=clock)
-        else:
-            segment = LogSegment.empty_in_memory(directory, log_start_offset_checkpoint, config, clock=clock)
-            changes.append(f"would create the empty segment {log_file(directory, log_start_offset_checkpoint)}")
-        segments.add(segment)
-        log_end = log_start_offset_checkpoint
-    assert log_end is not None
-    if had_clean_shutdown and recovered == 0:
-        recovery_point = log_end
-    else:
-        recovery_point = min(recovery_point_checkpoint, log_end)
-    if changes is None:  # (read-only: the active segment's indexes keep their length)
-        segments.last.resize_indexes(config.segment_index_bytes)  # type: ignore[union-attr]
-
-    log_start = max(log_start_offset_checkpoint, segments.first.base_offset)  # type: ignore[union-attr]
-    if leader_epoch_cache is not None:
-        leader_epoch_cache.truncate_from_end(log_end)
-        leader_epoch_cache.truncate_from_start(log_start)
-
-    producer_state.remove_stray_snapshots(segments.base_offsets())
-    rebuild_producer_state(
-        producer_state, segments, log_start, log_end, now_ms, reload_from_clean_shutdown=had_clean_shutdown
-    )
-    return LoadedLog(
-        segments=segments,
-        log_start_offset=log_start,
-        recovery_point=recovery_point,
-        log_end_offset=log_end,
-        recovered_segments=recovered,
-        truncated_bytes=truncated_total,
-        deleted_segments=deleted,
-    )
+        return 0
+    log_end = segments.last.next_offset  # type: ignore[union-attr]
+    if log_start_offset <= log_end:
+        return 0
+    _log.warning("deleting all segments: log end offset %d is below log start offset %d", log_end, log_start_offset)
+    doomed = segments.values()
+    for segment in doomed:
+        segments.remove(segment.base_offset)
+        _delete_segment(segment, view)
+    return len(doomed)
 
 
-def _delete_segment(segment: LogSegment, changes: list[str] | None) -> None:
-    if changes is None:
+def _empty_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    clock: Callable[[], int],
+    jitter: Callable[[], int],
+    view: _ReadOnlyView | None,
+) -> LogSegment:
+    """The segment an empty log gets at the log start offset (read-only: in memory, noted)."""
+    if view is None:
+        return LogSegment.open(directory, base_offset, config, roll_jitter_ms=jitter(), clock=clock)
+    segment = LogSegment.empty_in_memory(directory, base_offset, config, clock=clock)
+    view.changes.append(f"would create the empty segment {log_file(directory, base_offset)}")
+    return segment
+
+
+def _delete_segment(segment: LogSegment, view: _ReadOnlyView | None) -> None:
+    if view is None:
         segment.delete_if_exists()
     else:
-        changes.append(f"would delete segment {segment.log.path} and its indexes")
+        view.changes.append(f"would delete segment {segment.log.path} and its indexes")
         segment.close()
+
+
+class OpenedPartition(NamedTuple):
+    """What :func:`open_partition` read: the loaded log and the partition's epoch cache and
+    producer state."""
+
+    loaded: LoadedLog
+    leader_epoch_cache: LeaderEpochFileCache
+    producer_state: ProducerStateManager
+
+
+def open_partition(
+    directory: Path,
+    config: LogConfig,
+    logdir: LogDir,
+    tp: tuple[str, int],
+    *,
+    read_only: bool,
+    topic_id: str | None,
+    producer_id_expiration_ms: int | None,
+    clock: Callable[[], int],
+    jitter: Callable[[], int],
+) -> OpenedPartition:
+    """Everything opening a partition log reads from disk, in Kafka's order: the log directory's
+    clean-shutdown marker and checkpoints, ``partition.metadata`` (written with ``topic_id`` if
+    it has none), the ``leader-epoch-checkpoint`` (rebuilt from the batches when corrupt), the
+    producer state and :func:`load_log`. A ``read_only`` open notes in ``logdir.changes`` what a
+    writable one would change, in the order the steps decide it."""
+    changes = logdir.changes if read_only else None
+    clean = logdir.consume_clean_marker()
+    recovery_point, log_start = logdir.read_offsets(tp)
+    if topic_id is not None:
+        check_partition_metadata(directory, topic_id, changes)
+    leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory, changes)
+    kwargs: dict = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
+    if changes is not None:
+        kwargs["overlay"] = SnapshotOverlay(changes)
+    producer_state = ProducerStateManager(directory, **kwargs)
+    loaded = load_log(
+        directory,
+        config,
+        log_start_offset_checkpoint=max(0, log_start or 0),
+        recovery_point_checkpoint=max(0, recovery_point or 0),
+        had_clean_shutdown=clean,
+        producer_state=producer_state,
+        leader_epoch_cache=leader_epoch_cache,
+        clock=clock,
+        jitter=jitter,
+        read_only=read_only,
+        changes=changes,
+    )
+    if rebuild_epochs:
+        rebuild_leader_epochs(leader_epoch_cache, loaded.segments.values(), loaded.log_start_offset)
+    return OpenedPartition(loaded, leader_epoch_cache, producer_state)
 
 
 def rebuild_leader_epochs(cache: LeaderEpochFileCache, segments: list[LogSegment], log_start_offset: int) -> None:

@@ -1,163 +1,123 @@
-"""The log start offset, retention, settings and deletion of a partition log: Kafka's
-``UnifiedLog`` ``deleteRecords``/``maybeIncrementLogStartOffset``, ``deleteOldSegments``,
-``updateConfig`` and the rename of ``LogManager.asyncDelete``.
+"""The log start offset and retention of a partition log: the side of Kafka's ``UnifiedLog``
+``deleteRecords``/``maybeIncrementLogStartOffset`` and ``deleteOldSegments`` that touches files.
 
-A part of :class:`kafkalog.log.Log` (its base class), kept in a module of its own so that
-the rules of moving the log start offset -- checkpoint before the epoch cache, producer state
-after -- read in one place. The plan itself is :func:`kafkalog.offline_retention.plan_retention`'s.
+A :class:`LogRetention` is a collaborator of :class:`kafkalog.log.Log`: the log holds one, keeps
+its offsets (log start, recovery point, high watermark) and its lock, and delegates to it what
+follows a move of the log start offset -- checkpoint before the epoch cache, producer state
+after -- and the deletion of the segments retention drops, so those rules read in one place.
+The plan itself is :func:`kafkalog.offline_retention.plan_retention`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .log_config import LogConfig
-from .durable import fsync_dir
 from .errors import OffsetOutOfRangeError
-from .filenames import delete_dir_name
+from .leader_epoch_cache import LeaderEpochFileCache
+from .local_log import LocalLog
+from .log_config import LogConfig
+from .log_directory import LogDir
+from .log_segments import LogSegments
 from .offline_retention import RetentionPlan, plan_retention
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .leader_epoch_cache import LeaderEpochFileCache
-    from .producer_state.manager import ProducerStateManager
+from .producer_state.manager import ProducerStateManager
+from .segment import LogSegment
 
 _log = logging.getLogger("kafkalog.log")
 
 
-class LogStartAndRetention:
-    """``delete_records``, ``plan_retention``, ``delete_old_segments``, ``update_config`` and
-    ``rename_for_delete`` of :class:`~kafkalog.log.Log`
-    (which holds the state they use: its lock, segments, offsets and log directory)."""
+class LogRetention:
+    """Moves of the log start offset and deletion of old segments for one partition log.
 
-    directory: Path
-    topic: str
-    partition: int
-    config: LogConfig
-    leader_epoch_cache: LeaderEpochFileCache
-    producer_state: ProducerStateManager
-    _lock: threading.RLock
-    _closed: bool
-    _tp: tuple[str, int]
-    _log_start_offset: int
-    _recovery_point: int
-    _high_watermark: int | None
+    It holds no offset of its own: the log passes the offsets it keeps to each call. Not
+    thread-safe: the log calls it under its lock.
 
-    def update_config(self, config: LogConfig) -> None:
-        """Apply new settings to the open log (Kafka's ``updateConfig``, after an AlterConfigs):
-        the next append, roll, flush and retention pass read them. Existing segments keep the
-        index interval they were created with, as in Kafka."""
-        with self._lock:
-            self._check_open()
-            self.config = config
-            self._local.config = config
+    Args:
+        directory: the partition directory (named in errors).
+        tp: the partition, as the log directory's checkpoints key it.
+        segments: the log's segments (read to plan, entries removed by deletion).
+        local: the log's local part, which removes and deletes segment files.
+        logdir: the log directory, whose ``log-start-offset-checkpoint`` is written.
+        leader_epoch_cache, producer_state: truncated from the start when the start moves.
+    """
 
-    def rename_for_delete(self) -> Path:
-        """Close the log, drop its checkpoint entries and rename its directory
-        ``<topic>-<partition>.<uuid>-delete`` (Kafka's ``LogManager.asyncDelete``), durably; the
-        files are removed later by whoever deletes that directory, and a ``-delete`` directory
-        found at start is never loaded as a partition. Returns the new path.
+    def __init__(
+        self,
+        *,
+        directory: Path,
+        tp: tuple[str, int],
+        segments: LogSegments,
+        local: LocalLog,
+        logdir: LogDir,
+        leader_epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+    ) -> None:
+        self._directory = directory
+        self._tp = tp
+        self._segments = segments
+        self._local = local
+        self._logdir = logdir
+        self._leader_epoch_cache = leader_epoch_cache
+        self._producer_state = producer_state
 
-        Raises:
-            ReadOnlyLogError: a read-only open.
-            OSError: the rename failed (the log is closed and forgotten all the same).
-        """
-        self._close_and_forget()
-        target = self.directory.parent / delete_dir_name(self.topic, self.partition)
-        os.rename(self.directory, target)
-        fsync_dir(self.directory.parent)
-        return target
-
-    def _close_and_forget(self) -> None:
-        """Close every file without the clean-shutdown work and remove the partition from the
-        log directory's checkpoints (the first step of deleting the log)."""
-        self._check_writable()
-        # Pending background work (the flush after a roll) takes the lock: it runs first.
-        self._scheduler.shutdown()
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._segments.close()
-                self._local.close()
-                self._logdir.release(self._tp, self.directory.name, clean=False)
-            self._logdir.forget(self._tp)
-
-    def delete_records(self, before_offset: int) -> int:
-        """Advance the log start offset to ``before_offset`` (Kafka's DeleteRecords); the
-        segments below it go at the next :meth:`delete_old_segments`. Returns the new start.
+    def check_delete_records(self, before_offset: int, high_watermark: int) -> None:
+        """Kafka's DeleteRecords rule: the log start offset never passes the high watermark.
 
         Raises:
-            OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
+            OffsetOutOfRangeError: ``before_offset`` is above ``high_watermark``.
         """
-        with self._lock:
-            self._check_open()
-            self._check_writable()
-            if before_offset > self.high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot increment the log start offset to {before_offset} of partition "
-                    f"{self.topic}-{self.partition} since it is larger than the high watermark {self.high_watermark}",
-                    file=str(self.directory),
-                )
-            self._increment_log_start_offset(before_offset)
-            return self._log_start_offset
+        if before_offset > high_watermark:
+            topic, partition = self._tp
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset to {before_offset} of partition "
+                f"{topic}-{partition} since it is larger than the high watermark {high_watermark}",
+                file=str(self._directory),
+            )
 
-    def _increment_log_start_offset(self, offset: int) -> None:
-        if offset <= self._log_start_offset:
-            return
-        self._log_start_offset = offset
-        if self._recovery_point < offset:
-            self._recovery_point = offset
-        if self._high_watermark is not None and self._high_watermark < offset:
-            self._high_watermark = offset
+    def log_start_offset_moved(self, offset: int) -> None:
+        """Persist a new log start offset and drop what lies below it."""
         # The checkpoint first: a kill before the epoch cache is truncated leaves entries below
         # the start, which the loader trims; the other order would lose epochs still in use.
         self._logdir.write_offset(self._logdir.log_starts, self._tp, offset)
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.producer_state.on_log_start_offset_incremented(offset)
+        self._leader_epoch_cache.truncate_from_start(offset)
+        self._producer_state.on_log_start_offset_incremented(offset)
 
-    def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
-        """What :meth:`delete_old_segments` would delete now, and why (a dry run)."""
-        now = self._clock() if now_ms is None else now_ms
+    def plan(
+        self, config: LogConfig, now_ms: int, *, log_start_offset: int, log_end_offset: int, high_watermark: int
+    ) -> RetentionPlan:
+        """What retention would delete now, and why (a dry run)."""
         return plan_retention(
             self._segments.values(),
-            self.config,
-            now,
-            log_start_offset=self._log_start_offset,
-            log_end_offset=self._end.offset,
-            high_watermark=self.high_watermark,
+            config,
+            now_ms,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+            high_watermark=high_watermark,
         )
 
-    def delete_old_segments(self, *, now_ms: int | None = None, dry_run: bool = False) -> RetentionPlan:
-        """Apply retention (Kafka's ``deleteOldSegments``): segments below the log start offset,
-        then beyond ``retention.bytes``, then older than ``retention.ms``. The log start offset
-        advances to the first remaining segment before the files go (renamed ``.deleted``,
-        removed after ``file.delete.delay.ms``). Returns the plan applied (or, with
-        ``dry_run``, the plan that would be)."""
-        with self._lock:
-            self._check_open()
-            plan = self.plan_retention(now_ms)
-            if dry_run or not plan.deletions:
-                return plan
-            self._check_writable()
-            doomed = [self._segments.get(d.base_offset) for d in plan.deletions]
-            if plan.needs_roll:
-                new = self._roll(None)
-                if doomed[-1] is new:
-                    doomed = doomed[:-1]
-            doomed = [s for s in doomed if s is not None]
-            for d in plan.deletions:
-                _log.info(
-                    "deleting segment %d of %s-%s: %s (%s)",
-                    d.base_offset,
-                    self.topic,
-                    self.partition,
-                    d.reason,
-                    d.detail,
-                )
-            self._local.remove_and_delete_segments(doomed)  # type: ignore[arg-type]
-            self._delete_producer_snapshots(doomed)  # type: ignore[arg-type]
-            self._increment_log_start_offset(self._segments.first.base_offset)  # type: ignore[union-attr]
-            return plan
+    def delete_segments(self, plan: RetentionPlan, *, roll: Callable[[], LogSegment]) -> int:
+        """Delete the segments of ``plan`` (Kafka's ``deleteSegments``): renamed ``.deleted`` now,
+        removed after ``file.delete.delay.ms``, with their producer snapshots. ``roll`` starts a
+        new active segment when the plan deletes the active one. Returns the base offset of the
+        first remaining segment: the new log start offset."""
+        doomed = [self._segments.get(d.base_offset) for d in plan.deletions]
+        if plan.needs_roll:
+            new = roll()
+            if doomed[-1] is new:
+                doomed = doomed[:-1]
+        segments = [s for s in doomed if s is not None]
+        topic, partition = self._tp
+        for d in plan.deletions:
+            _log.info("deleting segment %d of %s-%s: %s (%s)", d.base_offset, topic, partition, d.reason, d.detail)
+        self._local.remove_and_delete_segments(segments)
+        self.delete_producer_snapshots(segments)
+        return self._segments.first.base_offset  # type: ignore[union-attr]
+
+    def delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        """The producer snapshots at the base offsets of deleted ``segments`` go with them
+        (renamed ``.deleted`` now, removed after ``file.delete.delay.ms``)."""
+        paths = [self._producer_state.remove_and_mark_snapshot_for_deletion(s.base_offset) for s in segments]
+        paths = [path for path in paths if path is not None]
+        if paths:
+            self._local.schedule_unlink(paths)

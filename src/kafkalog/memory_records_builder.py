@@ -20,6 +20,7 @@ from .record import (
 )
 from .recordbatch import RECORD_BATCH_OVERHEAD, encode_batch, encode_record
 from .memory_records import MemoryRecords
+from .varint import INT32_MAX
 
 
 class RecordBatchBuilder:
@@ -124,7 +125,7 @@ class RecordBatchBuilder:
             if self._base_timestamp is None:
                 self._base_timestamp = timestamp
             delta = offset - self.base_offset
-            if delta > 0x7FFFFFFF:
+            if delta > INT32_MAX:
                 raise ValueError(f"offset {offset} is beyond the int32 range of base offset {self.base_offset}")
             encoded = encode_record(delta, timestamp - self._base_timestamp, key, value, headers)
             self._encoded.append(encoded)

@@ -114,70 +114,92 @@ def plan_retention(
         The plan; applying it is :meth:`kafkalog.log.Log.delete_old_segments`'s job, and
         reporting it is a dry run.
     """
-    remaining = list(segments)
-    hw = log_end_offset if high_watermark is None else high_watermark
-    deletions: list[Deletion] = []
-    needs_roll = False
+    planner = _Planner(segments, log_end_offset, log_end_offset if high_watermark is None else high_watermark)
+    planner.below_log_start(log_start_offset)
+    if config.delete:
+        if config.retention_bytes >= 0:
+            planner.beyond_retention_bytes(config.retention_bytes)
+        if config.retention_ms >= 0:
+            planner.older_than_retention_ms(config.retention_ms, now_ms)
+    return planner.plan()
 
-    def run_pass(reason: str, predicate, detail) -> None:
-        nonlocal remaining, needs_roll
-        n = _deletable(remaining, log_end_offset, hw, predicate)
+
+class _Planner:
+    """One plan in the making: Kafka's passes, each deleting from the oldest of the segments
+    that remain (only those ending at or below the high watermark, never the active one
+    without a roll: :func:`_deletable`)."""
+
+    def __init__(self, segments: Sequence[SegmentInfo], log_end_offset: int, high_watermark: int) -> None:
+        self._remaining = list(segments)
+        self._log_end_offset = log_end_offset
+        self._hw = high_watermark
+        self._deletions: list[Deletion] = []
+        self._needs_roll = False
+
+    def _run_pass(self, reason: str, predicate, detail) -> None:
+        remaining = self._remaining
+        n = _deletable(remaining, self._log_end_offset, self._hw, predicate)
         if n == 0:
             return
         if n == len(remaining):
-            needs_roll = True
-        deletions.extend(Deletion(s.base_offset, reason, detail(s)) for s in remaining[:n])
-        remaining = remaining[n:]
+            self._needs_roll = True
+        self._deletions.extend(Deletion(s.base_offset, reason, detail(s)) for s in remaining[:n])
+        self._remaining = remaining[n:]
 
-    # 1. The log start offset moved past whole segments.
-    def start_breached(i: int, segment) -> bool:
-        return i + 1 < len(remaining) and remaining[i + 1].base_offset <= log_start_offset
+    def below_log_start(self, log_start_offset: int) -> None:
+        """1. The log start offset moved past whole segments."""
+        remaining = self._remaining
 
-    run_pass(
-        "log-start-offset",
-        start_breached,
-        lambda s: f"the next segment starts at or below the log start offset {log_start_offset}",
-    )
+        def start_breached(i: int, segment) -> bool:
+            return i + 1 < len(remaining) and remaining[i + 1].base_offset <= log_start_offset
 
-    if config.delete:
-        # 2. Size: delete the oldest while the log stays at or above the limit.
-        if config.retention_bytes >= 0:
-            total = sum(s.size for s in remaining)
-            if total >= config.retention_bytes:
-                diff = total - config.retention_bytes
+        self._run_pass(
+            "log-start-offset",
+            start_breached,
+            lambda s: f"the next segment starts at or below the log start offset {log_start_offset}",
+        )
 
-                def size_breached(i: int, segment) -> bool:
-                    nonlocal diff
-                    if diff - segment.size >= 0:
-                        diff -= segment.size
-                        return True
-                    return False
+    def beyond_retention_bytes(self, retention_bytes: int) -> None:
+        """2. Size: delete the oldest while the log stays at or above the limit."""
+        total = sum(s.size for s in self._remaining)
+        if total < retention_bytes:
+            return
+        diff = total - retention_bytes
 
-                run_pass(
-                    "retention.bytes",
-                    size_breached,
-                    lambda s: f"log of {total} bytes exceeds retention.bytes = {config.retention_bytes}",
-                )
-        # 3. Time: the segment's largest timestamp is older than retention.ms.
-        if config.retention_ms >= 0:
+        def size_breached(i: int, segment) -> bool:
+            nonlocal diff
+            if diff - segment.size >= 0:
+                diff -= segment.size
+                return True
+            return False
 
-            def time_breached(i: int, segment) -> bool:
-                return now_ms - segment.largest_timestamp > config.retention_ms
+        self._run_pass(
+            "retention.bytes",
+            size_breached,
+            lambda s: f"log of {total} bytes exceeds retention.bytes = {retention_bytes}",
+        )
 
-            run_pass(
-                "retention.ms",
-                time_breached,
-                lambda s: (
-                    f"largest timestamp {s.largest_timestamp} is {now_ms - s.largest_timestamp} ms before now "
-                    f"(retention.ms = {config.retention_ms})"
-                ),
-            )
+    def older_than_retention_ms(self, retention_ms: int, now_ms: int) -> None:
+        """3. Time: the segment's largest timestamp is older than retention.ms."""
 
-    new_start = None
-    if deletions:
-        # Everything gone: the segment the roll creates starts at the log end offset.
-        new_start = remaining[0].base_offset if remaining else log_end_offset
-    return RetentionPlan(deletions, needs_roll, new_start)
+        def time_breached(i: int, segment) -> bool:
+            return now_ms - segment.largest_timestamp > retention_ms
+
+        self._run_pass(
+            "retention.ms",
+            time_breached,
+            lambda s: (
+                f"largest timestamp {s.largest_timestamp} is {now_ms - s.largest_timestamp} ms before now "
+                f"(retention.ms = {retention_ms})"
+            ),
+        )
+
+    def plan(self) -> RetentionPlan:
+        new_start = None
+        if self._deletions:
+            # Everything gone: the segment the roll creates starts at the log end offset.
+            new_start = self._remaining[0].base_offset if self._remaining else self._log_end_offset
+        return RetentionPlan(self._deletions, self._needs_roll, new_start)
 
 
 # -- offline: a partition directory read from its files, nothing opened for writing ----------------

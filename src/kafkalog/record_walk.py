@@ -30,11 +30,11 @@ from . import native
 from .errors import InvalidRecordError
 from .record import ControlRecord, Header, Record
 from .varint import ZIGZAG_TABLE, decode_varint, decode_varlong
+from .varint import INT32_MAX
 
 #: Smallest encodable record body: attributes + five one-byte varints.
 MIN_RECORD_BODY = 6
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-_INT32_MAX = 0x7FFFFFFF
 
 
 class Keep(Enum):
@@ -170,7 +170,7 @@ def walk(
         base_offset, base_ts, append_ts, base_seq, control = base
         new = ControlRecord if control else Record
         # Offset deltas are int32: a base offset away from the int64 limits cannot overflow.
-        check_offset = base_offset + _INT32_MAX > INT64_MAX or base_offset - _INT32_MAX - 1 < INT64_MIN
+        check_offset = base_offset + INT32_MAX > INT64_MAX or base_offset - INT32_MAX - 1 < INT64_MIN
     slow = _varint_slow
     zz = ZIGZAG_TABLE
     lo, hi = 1 << 63, -(1 << 63)
@@ -303,7 +303,7 @@ def walk(
                 seq = -1
             else:
                 seq = base_seq + offset_delta
-                if seq > _INT32_MAX:  # wraps to 0 past 2**31-1 (Kafka's incrementSequence)
+                if seq > INT32_MAX:  # wraps to 0 past 2**31-1 (Kafka's incrementSequence)
                     seq -= 0x80000000
             records.append(
                 new(

@@ -64,6 +64,7 @@ from .record import (
 )
 from .record_walk import MIN_RECORD_BODY, RecordWalkError, decode_records, walk_records
 from .varint import encode_varint, encode_varlong
+from .varint import INT32_MAX
 
 # Kafka's ``DefaultRecordBatch`` offsets chain: each field starts where the one before it ends.
 # The first fields and the magic are the framing every magic shares (kafkalog.record).
@@ -141,7 +142,6 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
-_INT32_MAX = 0x7FFFFFFF
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -150,8 +150,8 @@ _INT64 = struct.Struct(">q")
 
 def increment_sequence(sequence: int, increment: int) -> int:
     """``sequence + increment``, wrapping past 2**31-1 to 0 (Kafka's ``incrementSequence``)."""
-    if sequence > _INT32_MAX - increment:
-        return increment - (_INT32_MAX - sequence) - 1
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
     return sequence + increment
 
 
@@ -531,7 +531,7 @@ def encode_batch(
         base_timestamp = delete_horizon_ms
     payload = compress(codec, records_payload, magic=MAGIC_V2, level=compression_level)
     size = RECORDS_OFFSET + len(payload)
-    if size - LOG_OVERHEAD > _INT32_MAX:
+    if size - LOG_OVERHEAD > INT32_MAX:
         raise ValueError(f"batch of {size} bytes does not fit the int32 length field")
     buf = bytearray(size)
     HEADER.pack_into(

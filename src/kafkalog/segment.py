@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -37,91 +36,9 @@ from .producer_state.manager import ProducerStateManager
 from .record import ControlRecordType, RecordBatch
 from .memory_records import MemoryRecords
 from .segment_recovery import RecoveryScan
-from .transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn, TransactionIndex
+from .transaction_index import AbortedTxn, TransactionIndex
+from .varint import INT32_MAX
 
-_INT32_MAX = 2**31 - 1
-
-
-# -- indexes held in memory (a read-only open recovers into these; no file is created) ----------
-
-
-class _MemoryIndex:
-    """An offset or time index built in memory: preallocated like a new file, resized and
-    trimmed in memory, never written (mixed in before :class:`OffsetIndex`/:class:`TimeIndex`)."""
-
-    def _open_locked(self) -> None:
-        n = self.max_index_size // self.entry_size  # type: ignore[attr-defined]
-        self._set_buffer(bytearray(n * self.entry_size))  # type: ignore[attr-defined]
-        self._plain = os.environ.get("KAFKALOG_INDEX_SEARCH", "").strip().lower() == "plain"
-        self._truncate_to_entries(0)  # type: ignore[attr-defined]
-        self._opened = True
-
-    def _set_buffer(self, data: bytearray) -> None:
-        n = len(data) // self.entry_size  # type: ignore[attr-defined]
-        self._copy = data  # read through _raw, searched through _key_cache: no map (_mm) needed
-        self._length = n * self.entry_size  # type: ignore[attr-defined]
-        self._keys = None
-        self._capacity = n
-
-    def _key_cache(self) -> array:
-        if self._keys is None:
-            keys = (self._key(slot) for slot in range(self._entries))  # type: ignore[attr-defined]
-            self._keys = array(self._CACHE_TYPECODE, keys)  # type: ignore[attr-defined]
-        return self._keys
-
-    def _store(self, entry: bytes, position: int) -> None:
-        self._copy[position : position + len(entry)] = entry
-
-    def resize(self, new_size: int) -> bool:
-        self._ensure()  # type: ignore[attr-defined]
-        size = self.entry_size  # type: ignore[attr-defined]
-        rounded = max(new_size // size, self._entries) * size  # type: ignore[attr-defined]
-        if rounded == self._length:
-            return False
-        data = bytearray(rounded)
-        keep = min(rounded, self._length)
-        data[:keep] = self._copy[:keep]
-        self._set_buffer(data)
-        return True
-
-
-class _MemoryOffsetIndex(_MemoryIndex, OffsetIndex):
-    pass
-
-
-class _MemoryTimeIndex(_MemoryIndex, TimeIndex):
-    pass
-
-
-class _MemoryTxnIndex(TransactionIndex):
-    """A transaction index built in memory (a read-only recovery's)."""
-
-    def __init__(self, path: str | os.PathLike, start_offset: int) -> None:
-        super().__init__(path, start_offset, writable=False)
-        self._data = bytearray()
-        self._last_offset = -1
-
-    def _read_all(self) -> bytes:
-        return bytes(self._data)
-
-    def append(self, txn: AbortedTxn) -> None:
-        if self._last_offset is not None and self._last_offset >= 0 and txn.last_offset <= self._last_offset:
-            raise InvalidOffsetError(
-                f"the last offset of appended transactions must increase sequentially, but {txn.last_offset} "
-                f"is not greater than current last offset {self._last_offset} of index",
-                file=str(self.path),
-            )
-        self._data += TXN_INDEX_ENTRY.pack(TXN_INDEX_VERSION, *txn)
-        self._last_offset = txn.last_offset
-
-    def truncate_to(self, offset: int) -> None:
-        entries = [t for t in self.all_aborted_txns() if t.last_offset < offset]
-        del self._data[len(entries) * self.ENTRY_SIZE :]
-        self._last_offset = entries[-1].last_offset if entries else -1
-
-    def reset(self) -> None:
-        self._data = bytearray()
-        self._last_offset = -1
 
 
 class LogOffsetPosition(NamedTuple):
@@ -254,9 +171,9 @@ class LogSegment:
         max_index = config.segment_index_bytes
         return cls(
             FileRecords.open(os.devnull),
-            _MemoryOffsetIndex(offset_index_file(directory, base_offset), base_offset, max_index, writable=False),
-            _MemoryTimeIndex(time_index_file(directory, base_offset), base_offset, max_index, writable=False),
-            _MemoryTxnIndex(txn_index_file(directory, base_offset), base_offset),
+            OffsetIndex(offset_index_file(directory, base_offset), base_offset, max_index, in_memory=True),
+            TimeIndex(time_index_file(directory, base_offset), base_offset, max_index, in_memory=True),
+            TransactionIndex(txn_index_file(directory, base_offset), base_offset, in_memory=True),
             base_offset,
             config,
             clock=clock,
@@ -323,7 +240,7 @@ class LogSegment:
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
-        return 0 <= relative <= _INT32_MAX
+        return 0 <= relative <= INT32_MAX
 
     def append(
         self,
@@ -352,7 +269,7 @@ class LogSegment:
         if size <= 0:
             return
         position = self.log.size_in_bytes
-        if not 0 <= largest_offset - self.base_offset <= _INT32_MAX:
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
             self._ensure_offset_in_range(largest_offset)
         if not self._max_loaded:
             self._load_max()
@@ -527,7 +444,7 @@ class LogSegment:
         def step(batch: RecordBatch) -> bool:
             """Kafka's recovery of one batch; False: the valid part of the log ends before it."""
             last_offset = batch.last_offset
-            if last_offset <= scan.previous or last_offset - self.base_offset > _INT32_MAX:
+            if last_offset <= scan.previous or last_offset - self.base_offset > INT32_MAX:
                 # Offsets that go backwards, fall below the base offset or overflow the
                 # segment's 32-bit range end its valid part (the base offset is outside the
                 # CRC, so a flipped bit there shows only this way). Kafka drops the whole
@@ -588,13 +505,13 @@ class LogSegment:
         directory, base, max_index = Path(self.log.path).parent, self.base_offset, self.config.segment_index_bytes
         suffix = Path(self.log.path).name[len(Path(log_file(directory, base)).name) :]
         self.time_index.close()
-        self.time_index = _MemoryTimeIndex(time_index_file(directory, base, suffix), base, max_index, writable=False)
+        self.time_index = TimeIndex(time_index_file(directory, base, suffix), base, max_index, in_memory=True)
         if time_index_only:
             return
         self.offset_index.close()
         self.txn_index.close()
-        self.offset_index = _MemoryOffsetIndex(offset_index_file(directory, base, suffix), base, max_index, writable=False)
-        self.txn_index = _MemoryTxnIndex(txn_index_file(directory, base, suffix), base)
+        self.offset_index = OffsetIndex(offset_index_file(directory, base, suffix), base, max_index, in_memory=True)
+        self.txn_index = TransactionIndex(txn_index_file(directory, base, suffix), base, in_memory=True)
 
     def _cut_in_memory(self, valid_bytes: int) -> None:
         """Read-only: end the segment at ``valid_bytes`` without truncating the file."""

@@ -14,7 +14,8 @@ indexes the file is created on the first append and never preallocated. This mod
 nothing of records.
 
 A failed append (a full disk: ``OSError(ENOSPC)``) is cut back off, so the file never ends in
-part of an entry. A transaction index dropped without :meth:`~TransactionIndex.close` releases
+part of an entry. An index opened ``in_memory`` (what a read-only open of a log recovers into)
+keeps its entries in a ``bytearray`` and never creates, writes or truncates its file. A transaction index dropped without :meth:`~TransactionIndex.close` releases
 its descriptor when it is collected.
 """
 
@@ -68,8 +69,12 @@ class TransactionIndex:
     ENTRY_SIZE = TXN_INDEX_ENTRY.size
 
     def __init__(self, path: str | os.PathLike, start_offset: int, *, writable: bool = True,
-                 storage: Storage | None = None) -> None:
-        """``storage`` (or a URL ``path``): a file on a remote filesystem, read-only, read whole."""
+                 storage: Storage | None = None, in_memory: bool = False) -> None:
+        """``storage`` (or a URL ``path``): a file on a remote filesystem, read-only, read whole.
+        ``in_memory``: an empty index built in memory (``writable`` and ``storage`` ignored)."""
+        self._memory: bytearray | None = bytearray() if in_memory else None
+        if in_memory:
+            writable, storage = False, None
         self._remote: tuple[Storage, str] | None = None
         if (storage is not None and not storage.is_local) or is_remote(path):
             if writable:
@@ -110,9 +115,13 @@ class TransactionIndex:
                 f"is not greater than current last offset {self._last_offset} of index",
                 file=str(self._path),
             )
+        entry = TXN_INDEX_ENTRY.pack(TXN_INDEX_VERSION, *txn)
+        if self._memory is not None:
+            self._memory += entry
+            self._last_offset = txn.last_offset
+            return
         fd = self._channel(create=True)
         assert fd is not None  # created
-        entry = TXN_INDEX_ENTRY.pack(TXN_INDEX_VERSION, *txn)
         end = os.fstat(fd).st_size
         try:
             written = os.pwrite(fd, entry, end)
@@ -126,6 +135,8 @@ class TransactionIndex:
         self._last_offset = txn.last_offset
 
     def _read_all(self) -> bytes:
+        if self._memory is not None:
+            return bytes(self._memory)
         if self._remote is not None:
             storage, url = self._remote
             try:
@@ -176,22 +187,27 @@ class TransactionIndex:
         keep = 0
         while keep < len(entries) and entries[keep].last_offset < offset:
             keep += 1
-        fd = self._channel(create=False)
-        if fd is not None:
+        if self._memory is not None:
+            del self._memory[keep * self.ENTRY_SIZE :]
+        elif (fd := self._channel(create=False)) is not None:
             os.ftruncate(fd, keep * self.ENTRY_SIZE)
         self._last_offset = entries[keep - 1].last_offset if keep else -1
 
     def reset(self) -> None:
         """Drop every entry (before recovery)."""
-        fd = self._channel(create=False)
-        if fd is not None:
+        if self._memory is not None:
+            self._memory.clear()
+        elif (fd := self._channel(create=False)) is not None:
             os.ftruncate(fd, 0)
         self._last_offset = -1
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError for a length that is not whole entries, a bad version, or an
         entry whose last offset is below the segment's start offset (Kafka's check)."""
-        size = self._path.stat().st_size if self._path.exists() else 0
+        if self._memory is not None:
+            size = len(self._memory)
+        else:
+            size = self._path.stat().st_size if self._path.exists() else 0
         if size % self.ENTRY_SIZE:
             raise CorruptIndexError(
                 f"transaction index file has size {size} which is not a multiple of {self.ENTRY_SIZE}",

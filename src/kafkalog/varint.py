@@ -14,7 +14,9 @@ from .errors import InvalidRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+#: Java's ``Integer.MIN_VALUE``/``MAX_VALUE``: the bounds of Kafka's int32 fields (sizes, counts,
+#: sequences, epochs) and the reach of a segment's 32-bit relative offsets. Declared once, here.
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -57,7 +59,7 @@ def encode_varint(value: int) -> bytes:
     small = _SMALL.get(value)
     if small is not None:
         return small
-    if not _INT32_MIN <= value <= _INT32_MAX:
+    if not INT32_MIN <= value <= INT32_MAX:
         raise ValueError(f"varint value {value} does not fit in a signed 32-bit integer")
     return _encode_unsigned(zigzag_encode(value))
 

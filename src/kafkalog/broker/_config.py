@@ -14,6 +14,7 @@ from .. import LogConfig
 from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 from ._group_config import GROUP_KEYS, GroupConfig
+from ..varint import INT32_MAX, INT32_MIN
 
 _log = logging.getLogger(__package__)
 
@@ -23,7 +24,6 @@ _VERBATIM = 0
 _SAME = 1
 _MINUTE_MS = 60_000
 _HOUR_MS = 3_600_000
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _INT64_MAX = 2**63 - 1
 #: The least ``fetch.max.bytes`` Kafka accepts.
 _FETCH_MAX_BYTES_MIN = 1024
@@ -72,7 +72,7 @@ def _from_synonyms(synonyms: Mapping[str, str]) -> dict[str, str]:
         name, scale = _BROKER_SYNONYMS[key]
         value = synonyms[key]
         if scale > _SAME:  # log.roll.hours, log.retention.minutes, ...: Kafka INTs
-            value = str(parse_config_int(key, value, _INT32_MIN, _INT32_MAX) * scale)
+            value = str(parse_config_int(key, value, INT32_MIN, INT32_MAX) * scale)
         if name == "retention.ms" and scale != _VERBATIM:
             value = str(max(parse_config_int(key, value, -(2**63), _INT64_MAX), -1))
         topic[name] = value
@@ -260,7 +260,7 @@ class BrokerConfig:
             elif key == "delete.topic.enable":
                 fields["delete_topic_enable"] = parse_config_bool(key, value)
             elif key == "default.replication.factor":
-                if parse_config_int(key, value, 1, _INT32_MAX) != _REPLICATION_FACTOR:
+                if parse_config_int(key, value, 1, INT32_MAX) != _REPLICATION_FACTOR:
                     raise InvalidConfigError(f"{key} = {value}: a single-node broker only has replication factor 1")
             elif key == "advertised.host.name":
                 fields["advertised_host"] = value
@@ -288,15 +288,15 @@ class BrokerConfig:
 #: The broker's integer settings: Kafka's name -> (field, least value, greatest value: the
 #: reach of Kafka's type, INT or LONG, as ``KafkaConfig`` defines them).
 _BROKER_INTS: dict[str, tuple[str, int, int]] = {
-    "node.id": ("node_id", 0, _INT32_MAX),
-    "broker.id": ("node_id", 0, _INT32_MAX),
-    "num.partitions": ("num_partitions", 1, _INT32_MAX),
-    "socket.request.max.bytes": ("socket_request_max_bytes", 1, _INT32_MAX),
-    "fetch.max.bytes": ("fetch_max_bytes", _FETCH_MAX_BYTES_MIN, _INT32_MAX),
-    "num.io.threads": ("num_io_threads", 1, _INT32_MAX),
+    "node.id": ("node_id", 0, INT32_MAX),
+    "broker.id": ("node_id", 0, INT32_MAX),
+    "num.partitions": ("num_partitions", 1, INT32_MAX),
+    "socket.request.max.bytes": ("socket_request_max_bytes", 1, INT32_MAX),
+    "fetch.max.bytes": ("fetch_max_bytes", _FETCH_MAX_BYTES_MIN, INT32_MAX),
+    "num.io.threads": ("num_io_threads", 1, INT32_MAX),
     "log.retention.check.interval.ms": ("retention_check_interval_ms", 1, _INT64_MAX),
-    "producer.id.expiration.ms": ("producer_id_expiration_ms", 1, _INT32_MAX),
-    "max.broker.partitions": ("max_broker_partitions", 1, _INT32_MAX),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", 1, INT32_MAX),
+    "max.broker.partitions": ("max_broker_partitions", 1, INT32_MAX),
 }
 #: The broker's own settings with their defaults (DescribeConfigs of the broker resource).
 _BROKER_DEFAULTS: dict[str, object] = {
@@ -304,5 +304,5 @@ _BROKER_DEFAULTS: dict[str, object] = {
     "num.partitions": 1, "default.replication.factor": 1, "socket.request.max.bytes": 104_857_600,
     "fetch.max.bytes": 57_671_680, "num.io.threads": 8, "log.retention.check.interval.ms": 300_000,
     "producer.id.expiration.ms": 86_400_000, "advertised.host.name": None, "cluster.id": None,
-    "max.broker.partitions": 2**31 - 1,
+    "max.broker.partitions": INT32_MAX,
 }

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
+from ..varint import INT32_MAX
 
-_INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MINUTE_MS = 60_000
 
@@ -31,7 +31,7 @@ class GroupConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
-    max_size: int = _INT32_MAX
+    max_size: int = INT32_MAX
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
     cleaner_dedupe_buffer_size: int = 16 << 20
@@ -65,15 +65,15 @@ class GroupConfig:
 #: Kafka's name -> (field, least value, greatest value: the reach of Kafka's type, INT or LONG;
 #: both None for a BOOLEAN), as ``GroupCoordinatorConfig`` and ``CleanerConfig`` define them.
 GROUP_KEYS: dict[str, tuple[str, int | None, int | None]] = {
-    "offsets.topic.num.partitions": ("offsets_partitions", 1, _INT32_MAX),
-    "offsets.topic.segment.bytes": ("offsets_segment_bytes", 1, _INT32_MAX),
-    "offsets.retention.minutes": ("offsets_retention_ms", 1, _INT32_MAX),
+    "offsets.topic.num.partitions": ("offsets_partitions", 1, INT32_MAX),
+    "offsets.topic.segment.bytes": ("offsets_segment_bytes", 1, INT32_MAX),
+    "offsets.retention.minutes": ("offsets_retention_ms", 1, INT32_MAX),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_ms", 1, _INT64_MAX),
-    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0, _INT32_MAX),
-    "group.min.session.timeout.ms": ("min_session_timeout_ms", 0, _INT32_MAX),
-    "group.max.session.timeout.ms": ("max_session_timeout_ms", 0, _INT32_MAX),
-    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 0, _INT32_MAX),
-    "group.max.size": ("max_size", 1, _INT32_MAX),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0, INT32_MAX),
+    "group.min.session.timeout.ms": ("min_session_timeout_ms", 0, INT32_MAX),
+    "group.max.session.timeout.ms": ("max_session_timeout_ms", 0, INT32_MAX),
+    "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", 0, INT32_MAX),
+    "group.max.size": ("max_size", 1, INT32_MAX),
     "log.cleaner.enable": ("cleaner_enable", None, None),
     "log.cleaner.backoff.ms": ("cleaner_backoff_ms", 1, _INT64_MAX),
     "log.cleaner.dedupe.buffer.size": ("cleaner_dedupe_buffer_size", 1 << 20, _INT64_MAX),

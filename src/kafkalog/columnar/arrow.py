@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from ..varint import INT32_MAX
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -34,7 +35,6 @@ COLUMNS = (
 #: without topic and partition, which the caller knows).
 DEFAULT_ARROW_COLUMNS = ("key", "value", "offset", "timestamp", "timestamp_type", "headers")
 # Arrow's binary, string and list types have 32-bit offsets (the large_* types 64-bit ones).
-_INT32_MAX = 0x7FFFFFFF
 
 
 def column_array(columns: RecordColumns, column: str, *, large: bool = False) -> pa.Array:
@@ -146,7 +146,7 @@ def _bitmap(pa: Any, valid: np.ndarray) -> tuple[Any, int]:
 def _arrow_offsets(offsets: np.ndarray, large: bool, what: str) -> np.ndarray:
     if large:
         return np.ascontiguousarray(offsets, dtype=np.int64)
-    if offsets[-1] > _INT32_MAX:
+    if offsets[-1] > INT32_MAX:
         raise OverflowError(
             f"{int(offsets[-1])} bytes of {what} data exceed 32-bit Arrow offsets: pass large=True, or "
             "convert smaller slices (RecordColumns.slice)"

@@ -32,11 +32,11 @@ from .columns import (
 )
 from ..record import TIMESTAMP_TYPE_MASK
 from ..record_walk import COLUMNS, BatchBase, RecordWalkError, SpanColumns, walk
+from ..varint import INT32_MAX
 
 # Slices at least this long on average are copied one by one (see _gather; measured crossover
 # between 300 B and 1 KiB).
 _LONG_SLICES = 512
-_INT32_MAX = 0x7FFFFFFF
 # Keys, values and headers are gathered by pyarrow's take when pyarrow is installed (see
 # _gather); False forces the numpy formulation (the tests run both).
 _ARROW_GATHER = True
@@ -220,7 +220,7 @@ def _gather(u: np.ndarray, data: bytes, starts: np.ndarray, lengths: np.ndarray)
     if total * 16 < len(u):
         # Sparse (keys, headers): an index per output byte (measured cheaper than a pass over
         # the whole buffer below about one byte in sixteen).
-        itype = np.int32 if len(u) <= _INT32_MAX else np.int64
+        itype = np.int32 if len(u) <= INT32_MAX else np.int64
         index = np.repeat((starts - offsets[:-1]).astype(itype), lengths)
         index += np.arange(total, dtype=itype)
         return offsets, u[index]

@@ -9,27 +9,27 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..record import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, RecordBatch
+from ..varint import INT32_MAX
 
 #: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
 NUM_BATCHES_TO_RETAIN = 5
-_INT32_MAX = 0x7FFFFFFF
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
     """``sequence - decrement``, wrapping below 0 to 2**31-1 (Kafka's ``decrementSequence``)."""
     if sequence < decrement:
-        return _INT32_MAX - (decrement - sequence) + 1
+        return INT32_MAX - (decrement - sequence) + 1
     return sequence - decrement
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     """Whether ``next_seq`` follows ``last_seq`` (2**31-1 wraps to 0; Kafka's ``inSequence``)."""
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
 def next_sequence(last_seq: int) -> int:
     """The sequence after ``last_seq``, wrapping at 2**31-1."""
-    return 0 if last_seq == _INT32_MAX else last_seq + 1
+    return 0 if last_seq == INT32_MAX else last_seq + 1
 
 
 class BatchMetadata(NamedTuple):

@@ -13,6 +13,7 @@ from typing import IO
 from .. import KafkalogError, __version__, core_name
 from ..cleaner import DEFAULT_DEDUPE_BUFFER_SIZE
 from ..cleaner_offset_map import OffsetMap
+from ..varint import INT32_MAX
 from ._commands import (
     _run_convert,
     _run_rebuild,
@@ -37,7 +38,7 @@ from ._demo import _run_demo
 from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
 from ._groups import _run_groups
-from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE, _INT32_MAX
+from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE
 from ._summary import summarise
 from ._tool import _Tool
 
@@ -55,8 +56,8 @@ EXIT_BROKEN_PIPE = 141  # SIGPIPE
 
 def _size(text: str) -> int:
     value = int(text)
-    if not 0 <= value <= _INT32_MAX:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {_INT32_MAX}")
+    if not 0 <= value <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and {INT32_MAX}")
     return value
 
 
@@ -83,7 +84,14 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version, help="show the version and the active record core, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
-    dump = sub.add_parser(
+    _add_dump(sub)
+    _add_tool_commands(sub)
+    return parser
+
+
+def _add_dump(sub) -> None:
+    """``kafkalog dump``'s parser: Kafka's ``kafka-dump-log.sh`` options, and kafkalog's."""
+    parser = sub.add_parser(
         "dump",
         help="dump log segments, indexes and snapshots as Kafka's kafka-dump-log.sh does",
         description=(
@@ -91,34 +99,34 @@ def _build_parser() -> argparse.ArgumentParser:
             "debugging a seemingly corrupt log segment. Output is Kafka's DumpLogSegments' (3.8)."
         ),
     )
-    dump.add_argument(
+    parser.add_argument(
         "--files",
         action="append",
         required=True,
         metavar="FILE1,FILE2,...",
         help="REQUIRED: the comma separated list of data and index log files to be dumped (repeatable)",
     )
-    dump.add_argument("--deep-iteration", action="store_true", help="decode every record, not only batch headers")
-    dump.add_argument(
+    parser.add_argument("--deep-iteration", action="store_true", help="decode every record, not only batch headers")
+    parser.add_argument(
         "--print-data-log",
         action="store_true",
         help="print the records' keys and values (implies --deep-iteration; set by any decoder option)",
     )
-    dump.add_argument("--verify-index-only", action="store_true", help="verify indexes without printing their entries")
-    dump.add_argument(
+    parser.add_argument("--verify-index-only", action="store_true", help="verify indexes without printing their entries")
+    parser.add_argument(
         "--index-sanity-check",
         action="store_true",
         help="only run the sanity check a broker runs at startup to decide whether to rebuild an index",
     )
-    dump.add_argument("--skip-record-metadata", action="store_true", help="do not print each record's metadata")
-    dump.add_argument(
+    parser.add_argument("--skip-record-metadata", action="store_true", help="do not print each record's metadata")
+    parser.add_argument(
         "--max-message-size",
         type=_size,
         default=_DEFAULT_MAX_MESSAGE_SIZE,
         metavar="SIZE",
         help="size of the largest batch (default 5242880); also the largest batch a resync after corruption accepts",
     )
-    dump.add_argument(
+    parser.add_argument(
         "--max-bytes",
         type=_size,
         default=None,
@@ -127,7 +135,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     default_class = _NEW_DECODER_PACKAGE + "StringDecoder"
     for side in ("key", "value"):
-        dump.add_argument(
+        parser.add_argument(
             f"--{side}-decoder-class",
             nargs="?",
             const=default_class,
@@ -135,31 +143,29 @@ def _build_parser() -> argparse.ArgumentParser:
             help=f"Kafka's decoder class for {side}s: (org.apache.kafka.tools.api. or kafka.serializer.)"
             "StringDecoder, IntegerDecoder, LongDecoder or DefaultDecoder (shown as hex)",
         )
-        dump.add_argument(
+        parser.add_argument(
             f"--{side}-decoder",
             choices=sorted(_SHORTHAND_DECODERS),
             help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log)",
         )
-    dump.add_argument(
+    parser.add_argument(
         "--offsets-decoder",
         action="store_true",
         help="parse records as __consumer_offsets offset commits and group metadata",
     )
-    dump.add_argument(
+    parser.add_argument(
         "--transaction-log-decoder",
         action="store_true",
         help="parse records as __transaction_state transaction metadata",
     )
-    dump.add_argument(
+    parser.add_argument(
         "--cluster-metadata-decoder",
         action="store_true",
         help="parse records as KRaft metadata records (__cluster_metadata logs and KRaft snapshots)",
     )
-    dump.add_argument(
+    parser.add_argument(
         "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
     )
-    _add_tool_commands(sub)
-    return parser
 
 
 def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
@@ -214,7 +220,7 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         skip_metadata=args.skip_record_metadata,
         max_message_size=args.max_message_size,
         # Kafka reports trailing bytes only when --max-bytes is left at Integer.MAX_VALUE.
-        max_bytes=None if args.max_bytes == _INT32_MAX else args.max_bytes,
+        max_bytes=None if args.max_bytes == INT32_MAX else args.max_bytes,
         parser=parser_obj,
         deprecations=deprecations,
     )
@@ -244,8 +250,23 @@ def _dedupe_size(text: str) -> int:
 
 
 def _add_tool_commands(sub) -> None:
-    """The operator tools' subcommands (beside ``dump``)."""
-    verify = sub.add_parser(
+    """The operator tools' subcommands (beside ``dump``), in the order ``--help`` lists them."""
+    for add in (
+        _add_verify, _add_salvage, _add_rebuild_index, _add_retention, _add_convert, _add_stat, _add_compact,
+        _add_demo, _add_groups,
+    ):
+        parser = add(sub)
+        parser.set_defaults(_parser=parser)
+    sub.add_parser(
+        "broker",
+        help="serve a log directory to Kafka clients over the Kafka protocol (kafkalog broker --help)",
+        add_help=False,
+    )
+
+
+def _add_verify(sub) -> argparse.ArgumentParser:
+    """``kafkalog verify``'s parser."""
+    parser = sub.add_parser(
         "verify",
         help="check log files, partition or log directories (read-only fsck)",
         description=(
@@ -254,14 +275,18 @@ def _add_tool_commands(sub) -> None:
             "status 1 when an error is found."
         ),
     )
-    verify.add_argument("paths", nargs="+", metavar="PATH", help="a .log (or index) file, a partition directory or a log directory")
-    verify.add_argument("--deep", action="store_true", help="also decode every record")
-    verify.add_argument("--warnings", action="store_true", help="list warnings too (they are counted either way)")
-    verify.add_argument("--strict", action="store_true", help="treat warnings as errors (listed, exit status 1)")
-    verify.add_argument("--quiet", action="store_true", help="no segment table, only problems and the summary")
-    verify.add_argument("--json", action="store_true", help="one JSON report per PATH (documented in docs/cli.md)")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="a .log (or index) file, a partition directory or a log directory")
+    parser.add_argument("--deep", action="store_true", help="also decode every record")
+    parser.add_argument("--warnings", action="store_true", help="list warnings too (they are counted either way)")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors (listed, exit status 1)")
+    parser.add_argument("--quiet", action="store_true", help="no segment table, only problems and the summary")
+    parser.add_argument("--json", action="store_true", help="one JSON report per PATH (documented in docs/cli.md)")
+    return parser
 
-    salvage = sub.add_parser(
+
+def _add_salvage(sub) -> argparse.ArgumentParser:
+    """``kafkalog salvage``'s parser."""
+    parser = sub.add_parser(
         "salvage",
         help="copy every valid batch out of a damaged segment",
         description=(
@@ -269,24 +294,32 @@ def _add_tool_commands(sub) -> None:
             "whose offsets, size, magic and CRC agree; report the regions skipped. SRC is only read."
         ),
     )
-    salvage.add_argument("src", metavar="SRC", help="the damaged .log")
-    salvage.add_argument("dst", metavar="DST", help="the output .log, or a directory to write it into")
-    salvage.add_argument("--force", action="store_true", help="replace DST if it exists")
-    salvage.add_argument("--no-indexes", action="store_true", help="do not write .index/.timeindex/.txnindex beside DST")
-    salvage.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the indexes written (4096)")
-    salvage.add_argument("--json", action="store_true", help="a JSON report")
+    parser.add_argument("src", metavar="SRC", help="the damaged .log")
+    parser.add_argument("dst", metavar="DST", help="the output .log, or a directory to write it into")
+    parser.add_argument("--force", action="store_true", help="replace DST if it exists")
+    parser.add_argument("--no-indexes", action="store_true", help="do not write .index/.timeindex/.txnindex beside DST")
+    parser.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the indexes written (4096)")
+    parser.add_argument("--json", action="store_true", help="a JSON report")
+    return parser
 
-    rebuild = sub.add_parser(
+
+def _add_rebuild_index(sub) -> argparse.ArgumentParser:
+    """``kafkalog rebuild-index``'s parser."""
+    parser = sub.add_parser(
         "rebuild-index",
         help="regenerate .index/.timeindex/.txnindex from the log",
         description="Rebuild the indexes of segments from their logs by Kafka's rule; the .log files are not touched.",
     )
-    rebuild.add_argument("paths", nargs="+", metavar="PATH", help="a segment file, a partition directory or a log directory")
-    rebuild.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="the topic's index.interval.bytes (4096)")
-    rebuild.add_argument("--dry-run", action="store_true", help="only say which index files would change")
-    rebuild.add_argument("--json", action="store_true", help="one JSON object per segment")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="a segment file, a partition directory or a log directory")
+    parser.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="the topic's index.interval.bytes (4096)")
+    parser.add_argument("--dry-run", action="store_true", help="only say which index files would change")
+    parser.add_argument("--json", action="store_true", help="one JSON object per segment")
+    return parser
 
-    retention = sub.add_parser(
+
+def _add_retention(sub) -> argparse.ArgumentParser:
+    """``kafkalog retention``'s parser."""
+    parser = sub.add_parser(
         "retention",
         help="show (or apply) what retention deletes, and why",
         description=(
@@ -296,21 +329,25 @@ def _add_tool_commands(sub) -> None:
             "Kafka's defaults (the internal topics compacted, as Kafka creates them); the report says which."
         ),
     )
-    retention.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
-    retention.add_argument("--dry-run", action="store_true", help="only report (read-only: nothing is opened for writing)")
-    retention.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. retention.ms=86400000 (repeatable)")
-    retention.add_argument(
+    parser.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
+    parser.add_argument("--dry-run", action="store_true", help="only report (read-only: nothing is opened for writing)")
+    parser.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. retention.ms=86400000 (repeatable)")
+    parser.add_argument(
         "--metadata-log", metavar="PATH",
         help="the KRaft metadata log (__cluster_metadata-0 directory) to read topic configs from",
     )
-    retention.add_argument(
+    parser.add_argument(
         "--allow-compacted", action="store_true",
         help="apply retention.ms/retention.bytes even to a topic whose cleanup.policy is compact",
     )
-    retention.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
-    retention.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    return parser
 
-    convert = sub.add_parser(
+
+def _add_convert(sub) -> argparse.ArgumentParser:
+    """``kafkalog convert``'s parser."""
+    parser = sub.add_parser(
         "convert",
         help="rewrite a segment or partition directory in another message format or codec",
         description=(
@@ -318,26 +355,35 @@ def _add_tool_commands(sub) -> None:
             "record's offset, timestamp, key, value and headers; refuses what the target cannot hold."
         ),
     )
-    convert.add_argument("src", metavar="SRC", help="a .log or a partition directory")
-    convert.add_argument("dst", metavar="DST", help="the output .log or directory")
-    convert.add_argument("--magic", type=int, choices=(0, 1, 2), default=2, help="the target message format (2)")
-    convert.add_argument("--compression", choices=_CODEC_NAMES, default="none", help="the target codec (none)")
-    convert.add_argument("--compression-level", type=int, default=None, metavar="N", help="the codec's level (its default)")
-    convert.add_argument("--drop-timestamps", action="store_true", help="allow magic 0 output of records with timestamps")
-    convert.add_argument("--drop-producer-state", action="store_true", help="allow v0/v1 output of idempotent producers' batches")
-    convert.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the output (4096)")
-    convert.add_argument("--force", action="store_true", help="replace existing output segments")
-    convert.add_argument("--json", action="store_true", help="a JSON report")
+    parser.add_argument("src", metavar="SRC", help="a .log or a partition directory")
+    parser.add_argument("dst", metavar="DST", help="the output .log or directory")
+    parser.add_argument("--magic", type=int, choices=(0, 1, 2), default=2, help="the target message format (2)")
+    parser.add_argument("--compression", choices=_CODEC_NAMES, default="none", help="the target codec (none)")
+    parser.add_argument("--compression-level", type=int, default=None, metavar="N", help="the codec's level (its default)")
+    parser.add_argument("--drop-timestamps", action="store_true", help="allow magic 0 output of records with timestamps")
+    parser.add_argument("--drop-producer-state", action="store_true", help="allow v0/v1 output of idempotent producers' batches")
+    parser.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the output (4096)")
+    parser.add_argument("--force", action="store_true", help="replace existing output segments")
+    parser.add_argument("--json", action="store_true", help="a JSON report")
+    return parser
 
-    stat_cmd = sub.add_parser(
+
+def _add_stat(sub) -> argparse.ArgumentParser:
+    """``kafkalog stat``'s parser."""
+    parser = sub.add_parser(
         "stat",
         help="summarise segments: offsets, times, sizes, codecs, records, tombstones, producers",
         description="Describe the segments of a file, partition directory or log directory (read-only).",
     )
-    stat_cmd.add_argument("paths", nargs="+", metavar="PATH", help="a .log file, a partition directory or a log directory")
-    stat_cmd.add_argument("--shallow", action="store_true", help="read batch headers only (no tombstone count)")
-    stat_cmd.add_argument("--json", action="store_true", help="one JSON object per PATH")
-    compact = sub.add_parser(
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="a .log file, a partition directory or a log directory")
+    parser.add_argument("--shallow", action="store_true", help="read batch headers only (no tombstone count)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per PATH")
+    return parser
+
+
+def _add_compact(sub) -> argparse.ArgumentParser:
+    """``kafkalog compact``'s parser."""
+    parser = sub.add_parser(
         "compact",
         help="show (or do) what compaction removes, per segment, reason and key",
         description=(
@@ -347,31 +393,35 @@ def _add_tool_commands(sub) -> None:
             "from --config. Kafka never cleans the active segment (--roll closes it first)."
         ),
     )
-    compact.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
-    compact.add_argument(
+    parser.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
+    parser.add_argument(
         "--dry-run", action="store_true",
         help="decide and count everything in one pass; change nothing on disk (the log is opened read-only and "
         "recovered in memory if needed; --json lists what a real run's load would change)",
     )  # fmt: skip
-    compact.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. delete.retention.ms=0 (repeatable)")
-    compact.add_argument(
+    parser.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. delete.retention.ms=0 (repeatable)")
+    parser.add_argument(
         "--now-ms", "--now", dest="now", type=int, default=None, metavar="MS",
         help="the cleaner's clock in epoch milliseconds, for delete horizons and compaction lags (default: the clock)",
     )  # fmt: skip
-    compact.add_argument(
+    parser.add_argument(
         "--metadata-log", metavar="PATH",
         help="the KRaft metadata log (__cluster_metadata-0 directory) to read topic configs from "
         "(default: the one beside the partitions, if any)",
     )
-    compact.add_argument("--keys", type=_interval, default=0, metavar="N", help="count removals per key and list the N keys with the most")
-    compact.add_argument("--roll", action="store_true", help="roll the active segment first, so all of the log is cleanable")
-    compact.add_argument(
+    parser.add_argument("--keys", type=_interval, default=0, metavar="N", help="count removals per key and list the N keys with the most")
+    parser.add_argument("--roll", action="store_true", help="roll the active segment first, so all of the log is cleanable")
+    parser.add_argument(
         "--dedupe-buffer-size", type=_dedupe_size, default=DEFAULT_DEDUPE_BUFFER_SIZE, metavar="BYTES",
         help="the offset map's memory, 24 bytes a key (Kafka's log.cleaner.dedupe.buffer.size, 134217728)",
     )  # fmt: skip
-    compact.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    return parser
 
-    demo = sub.add_parser(
+
+def _add_demo(sub) -> argparse.ArgumentParser:
+    """``kafkalog demo``'s parser."""
+    parser = sub.add_parser(
         "demo",
         help="build a sample partition with every format and codec, compact, verify and dump it",
         description=(
@@ -379,8 +429,13 @@ def _add_tool_commands(sub) -> None:
             "through Log, summarise it, compact it with LogCleaner, verify it and dump a slice of it."
         ),
     )
-    demo.add_argument("dir", nargs="?", metavar="DIR", help="the log directory to write DIR/sample-0 in, kept (default: a temporary one, removed)")
-    groups = sub.add_parser(
+    parser.add_argument("dir", nargs="?", metavar="DIR", help="the log directory to write DIR/sample-0 in, kept (default: a temporary one, removed)")
+    return parser
+
+
+def _add_groups(sub) -> argparse.ArgumentParser:
+    """``kafkalog groups``'s parser."""
+    parser = sub.add_parser(
         "groups",
         help="committed offsets and lag per consumer group, read from __consumer_offsets (read-only)",
         description=(
@@ -389,17 +444,11 @@ def _add_tool_commands(sub) -> None:
             "Nothing is written."
         ),
     )
-    groups.add_argument("dirs", nargs="+", metavar="DIR", help="a log directory (several for a broker's JBOD directories)")
-    groups.add_argument("--group", metavar="GROUP", help="only this group")
-    groups.add_argument("--verbose", action="store_true", help="also the commit's leader epoch, time and metadata")
-    groups.add_argument("--json", action="store_true", help="one JSON object per group and partition (documented in docs/cli.md)")
-    for p in (verify, salvage, rebuild, retention, convert, stat_cmd, compact, demo, groups):
-        p.set_defaults(_parser=p)
-    sub.add_parser(
-        "broker",
-        help="serve a log directory to Kafka clients over the Kafka protocol (kafkalog broker --help)",
-        add_help=False,
-    )
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="a log directory (several for a broker's JBOD directories)")
+    parser.add_argument("--group", metavar="GROUP", help="only this group")
+    parser.add_argument("--verbose", action="store_true", help="also the commit's leader epoch, time and metadata")
+    parser.add_argument("--json", action="store_true", help="one JSON object per group and partition (documented in docs/cli.md)")
+    return parser
 
 
 def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import CleanerStats, Log, LogCleaner, LogConfig
 from ..cleaner_manager import LogToClean, cleanable_offsets
 from ..cleaner_stats import REASONS, CleanerProgress
+from ..log_loader import LoadedLog
 from ._commands import _cli_properties, _config_from
 from ._progress import _ProgressBar
 from ._tool import _now_ms, _table, _Tool, _ts
@@ -197,9 +199,39 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
 _COMPACT_IMPLIED = {"cleanup.policy": ("compact", "the compact command")}
 
 
+class _Compaction(NamedTuple):
+    """One partition's compaction, as the reports need it: the log before cleaning (its load,
+    offsets and dirty section), the pass's statistics and the checkpoint after it."""
+
+    pending: list[str]
+    loaded: LoadedLog
+    start: int
+    end: int
+    segments: int
+    active: int
+    lso: int
+    ltc: LogToClean
+    stats: CleanerStats | None
+    checkpoint: int | None
+    warnings: list[str]
+
+    @property
+    def complete(self) -> bool:
+        """The pass reached the first uncleanable offset (the offset map did not fill first)."""
+        return self.stats is None or self.stats.end_offset >= self.ltc.first_uncleanable_offset
+
+
 def _compact_one(tool: _Tool, directory: Path, settings: TopicSettings, now: int) -> None:
+    done = _compact(tool, directory, settings.config, now)
+    if tool.args.json:
+        _report_json(tool, directory, settings, now, done)
+    else:
+        _report_text(tool, directory, settings.config, now, done)
+
+
+def _compact(tool: _Tool, directory: Path, config: LogConfig, now: int) -> _Compaction:
+    """Open the partition (read-only for a dry run) and run one cleaning pass over it."""
     a = tool.args
-    config = settings.config
     bars = _CleanerBars(tool)
     cleaner = LogCleaner(dedupe_buffer_size=a.dedupe_buffer_size, clock=lambda: now, progress=bars)
     with _LibraryWarnings() as warnings:
@@ -224,43 +256,49 @@ def _compact_one(tool: _Tool, directory: Path, settings: TopicSettings, now: int
     finally:
         with _LibraryWarnings(warnings):
             log.close()  # runs the delayed deletions of replaced segments now
-    complete = stats is None or stats.end_offset >= ltc.first_uncleanable_offset
-    recovery = {
-        "recovered_segments": loaded.recovered_segments,
-        "truncated_bytes": loaded.truncated_bytes,
-        "deleted_segments": loaded.deleted_segments,
+    return _Compaction(pending, loaded, start, end, segments, active, lso, ltc, stats, checkpoint, warnings)
+
+
+def _report_json(tool: _Tool, directory: Path, settings: TopicSettings, now: int, done: _Compaction) -> None:
+    a, loaded, stats, ltc = tool.args, done.loaded, done.stats, done.ltc
+    out = {
+        "partition": str(directory),
+        "dry_run": a.dry_run,
+        "now": now,
+        "log_start_offset": done.start,
+        "log_end_offset": done.end,
+        "first_dirty_offset": ltc.first_dirty_offset,
+        "first_uncleanable_offset": ltc.first_uncleanable_offset,
+        "recovery": {
+            "recovered_segments": loaded.recovered_segments,
+            "truncated_bytes": loaded.truncated_bytes,
+            "deleted_segments": loaded.deleted_segments,
+        },
+        "pending_changes": done.pending,
+        "settings": settings.to_dict(),
+        "warnings": done.warnings,
+        "cleaned": stats is not None,
+        "complete": done.complete,
+        "cleaner_checkpoint": done.checkpoint,
+        "stats": None,
+        "top_keys": None,
     }
-    if a.json:
-        out = {
-            "partition": str(directory),
-            "dry_run": a.dry_run,
-            "now": now,
-            "log_start_offset": start,
-            "log_end_offset": end,
-            "first_dirty_offset": ltc.first_dirty_offset,
-            "first_uncleanable_offset": ltc.first_uncleanable_offset,
-            "recovery": recovery,
-            "pending_changes": pending,
-            "settings": settings.to_dict(),
-            "warnings": warnings,
-            "cleaned": stats is not None,
-            "complete": complete,
-            "cleaner_checkpoint": checkpoint,
-            "stats": None,
-            "top_keys": None,
-        }
-        if stats is not None:
-            d = stats.to_dict()
-            d.pop("removed_by_key", None)
-            out["stats"] = d
-            if a.keys:
-                out["top_keys"] = [
-                    {"key_hex": k.hex(), "key": _key_text(k), "removed": n} for k, n in _top_keys(stats, a.keys)
-                ]
-        tool.json(out)
-        return
+    if stats is not None:
+        d = stats.to_dict()
+        d.pop("removed_by_key", None)
+        out["stats"] = d
+        if a.keys:
+            out["top_keys"] = [
+                {"key_hex": k.hex(), "key": _key_text(k), "removed": n} for k, n in _top_keys(stats, a.keys)
+            ]
+    tool.json(out)
+
+
+def _report_text(tool: _Tool, directory: Path, config: LogConfig, now: int, done: _Compaction) -> None:
+    a, loaded, stats, ltc = tool.args, done.loaded, done.stats, done.ltc
     tool.print(
-        f"{directory}: log [{start}, {end}), {segments} segments; cleanup.policy={','.join(config.cleanup_policy)} "
+        f"{directory}: log [{done.start}, {done.end}), {done.segments} segments; "
+        f"cleanup.policy={','.join(config.cleanup_policy)} "
         f"delete.retention.ms={config.delete_retention_ms} min.compaction.lag.ms={config.min_compaction_lag_ms}; "
         f"now={now} ({_ts(now)})"
     )
@@ -268,30 +306,34 @@ def _compact_one(tool: _Tool, directory: Path, settings: TopicSettings, now: int
         tool.print(
             f"  opening would recover the log as a broker's load does (recovered in memory, nothing changed on "
             f"disk): {loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted; "
-            f"{len(pending)} changes to the files in all (--json lists them)"
+            f"{len(done.pending)} changes to the files in all (--json lists them)"
         )
     elif loaded.recovered_segments or loaded.truncated_bytes or loaded.deleted_segments:
         tool.print(
             f"  opening recovered the log as a broker's load would (indexes rebuilt from the log): "
             f"{loaded.truncated_bytes} bytes truncated, {loaded.deleted_segments} segments deleted"
         )
-    for message in warnings:
+    for message in done.warnings:
         tool.print(f"  warning: {message}")
     lag = " or the first segment within min.compaction.lag.ms" if config.min_compaction_lag_ms > 0 else ""
+    active = done.active
     tool.print(
         f"  dirty section [{ltc.first_dirty_offset}, {ltc.first_uncleanable_offset}), {ltc.cleanable_bytes} bytes "
-        f"(cleaning stops at the active segment, base offset {active}, or the last stable offset, {lso}{lag})"
+        f"(cleaning stops at the active segment, base offset {active}, or the last stable offset, {done.lso}{lag})"
     )
     if stats is None:
-        hint = "; --roll makes the active segment cleanable" if ltc.first_uncleanable_offset == active and active < end else ""
+        hint = (
+            "; --roll makes the active segment cleanable"
+            if ltc.first_uncleanable_offset == active and active < done.end else ""
+        )
         tool.print(f"  nothing to clean{hint}")
         return
     for line in _compact_lines(stats, a.keys):
         tool.print(line)
-    if a.dry_run and not complete:
+    if a.dry_run and not done.complete:
         tool.print(
             f"  the offset map ({a.dedupe_buffer_size} bytes) filled at offset {stats.end_offset}: a real run goes on in "
             f"more passes up to {ltc.first_uncleanable_offset} (a larger --dedupe-buffer-size shows them in one)"
         )
     elif not a.dry_run:
-        tool.print(f"  cleaner-offset-checkpoint: {checkpoint}")
+        tool.print(f"  cleaner-offset-checkpoint: {done.checkpoint}")

@@ -24,6 +24,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import (
     Compression,
@@ -53,7 +54,7 @@ from ..legacy_record import encode_message_set
 from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP
 from ..recordbatch import encode_batch, encode_record
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
-from ._jvm import _INT32_MAX
+from ..varint import INT32_MAX
 from ._rebuild import _MIN_ENTRY, _index_path, ensure_not_in_use
 from ._verify_report import Progress, ProgressTicker
 
@@ -269,74 +270,117 @@ def convert_segment(
     src, dst = Path(src), Path(dst)
     codec = _check_target(magic, compression)
     out_log = _output_log(src, dst)
-    if out_log.exists() and src.exists() and os.path.samefile(src, out_log):
-        raise ConversionError("the output is the source itself; write it elsewhere", file=str(out_log))
-    existing = _existing_outputs(out_log)
-    if existing and not overwrite:
-        raise ConversionError(f"{existing[0].name} exists (pass overwrite / --force to replace it)", file=str(existing[0]))
+    _check_output(src, out_log, overwrite)
     ensure_not_in_use(out_log.parent)
     base = segment_base_offset(out_log)
     report = ConvertReport(str(src), str(out_log), magic, codec.kafka_name)
     ticker = ProgressTicker(progress)
-    out_dir = out_log.parent
-    config = LogConfig(index_interval_bytes=index_interval_bytes)
-    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
-    config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-        Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
-    segment = LogSegment.open(out_dir, base, config, suffix=TMP_SUFFIX)
+    for suffix in _SEGMENT_SUFFIXES:
+        _tmp_path(out_log, suffix).unlink(missing_ok=True)
+    segment = LogSegment.open(out_log.parent, base, _output_config(src, index_interval_bytes), suffix=TMP_SUFFIX)
+    target = _Target(magic, codec, compression_level, drop_timestamps, drop_producer_state)
     done = False
     try:
-        with FileRecords.open(src) as fr:
-            for batch in fr.batches(validate=True, strict=True):
-                records = batch.records()
-                if magic == MAGIC_V2:
-                    data = _to_v2(batch, records, codec, compression_level)
-                else:
-                    data = _to_legacy(
-                        batch, records, magic, codec, compression_level, drop_timestamps, drop_producer_state,
-                        report.dropped,
-                    )
-                report.batches_in += 1
-                report.records += len(records)
-                report.bytes_in += batch.size_in_bytes
-                ticker.add(batch.size_in_bytes)
-                if data:
-                    out = MemoryRecords(data)
-                    for piece in out.batches():
-                        report.batches_out += 1
-                        if not segment.can_convert_to_relative_offset(piece.last_offset) or (
-                            piece.magic == MAGIC_V2 and piece.base_offset < base
-                        ):
-                            raise ConversionError(
-                                f"offset {piece.last_offset} does not fit a segment with base offset {base}",
-                                file=str(out_log),
-                            )
-                    segment.append_batches(out)
-                    report.bytes_out += len(data)
+        _convert_batches(src, segment, out_log, target, report, ticker)
         segment.close()
-        # The transaction index depends only on offsets and markers, which a v2 output keeps:
-        # the source's entries stay right (v0/v1 output has no transactions).
-        src_txn = _index_path(src, TXN_INDEX_SUFFIX)
-        if magic == MAGIC_V2 and src_txn.exists():
-            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + TMP_SUFFIX))
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            tmp = Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX)
-            final = _index_path(out_log, suffix)
-            if tmp.exists():
-                os.replace(tmp, final)
-            elif suffix == TXN_INDEX_SUFFIX:
-                final.unlink(missing_ok=True)  # an overwritten segment's old one
-        fsync_dir(out_dir)
+        _install_outputs(src, out_log, magic)
         done = True
     finally:
         if not done:  # the temporaries go first: a second Ctrl-C in the flush below leaves none
             with contextlib.suppress(Exception):
                 segment.close()
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
+            for suffix in _SEGMENT_SUFFIXES:
+                _tmp_path(out_log, suffix).unlink(missing_ok=True)
         ticker.flush()
     return report
+
+
+#: The files of an output segment, the log first.
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+class _Target(NamedTuple):
+    """What a conversion writes: the format, the codec, and what it may drop to get there."""
+
+    magic: int
+    codec: Compression
+    compression_level: int | None
+    drop_timestamps: bool
+    drop_producer_state: bool
+
+
+def _tmp_path(out_log: Path, suffix: str) -> Path:
+    """The temporary a file of the output segment is written as before it is renamed."""
+    return Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX)
+
+
+def _check_output(src: Path, out_log: Path, overwrite: bool) -> None:
+    """Refuse to write over the source, or over an existing output unless ``overwrite``."""
+    if out_log.exists() and src.exists() and os.path.samefile(src, out_log):
+        raise ConversionError("the output is the source itself; write it elsewhere", file=str(out_log))
+    existing = _existing_outputs(out_log)
+    if existing and not overwrite:
+        raise ConversionError(f"{existing[0].name} exists (pass overwrite / --force to replace it)", file=str(existing[0]))
+
+
+def _output_config(src: Path, index_interval_bytes: int) -> LogConfig:
+    """The output segment's settings: its index interval, and indexes large enough for an entry
+    every ``index_interval_bytes`` of a source of that size."""
+    config = LogConfig(index_interval_bytes=index_interval_bytes)
+    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
+    return config.replace(segment_index_bytes=min(INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
+
+
+def _convert_batches(
+    src: Path, segment: LogSegment, out_log: Path, target: _Target, report: ConvertReport, ticker: ProgressTicker
+) -> None:
+    """Rewrite every batch of ``src`` into ``segment`` (strictly validated: convert refuses
+    damaged input), counting in ``report``."""
+    base = segment.base_offset
+    with FileRecords.open(src) as fr:
+        for batch in fr.batches(validate=True, strict=True):
+            records = batch.records()
+            if target.magic == MAGIC_V2:
+                data = _to_v2(batch, records, target.codec, target.compression_level)
+            else:
+                data = _to_legacy(
+                    batch, records, target.magic, target.codec, target.compression_level, target.drop_timestamps,
+                    target.drop_producer_state, report.dropped,
+                )
+            report.batches_in += 1
+            report.records += len(records)
+            report.bytes_in += batch.size_in_bytes
+            ticker.add(batch.size_in_bytes)
+            if data:
+                out = MemoryRecords(data)
+                for piece in out.batches():
+                    report.batches_out += 1
+                    if not segment.can_convert_to_relative_offset(piece.last_offset) or (
+                        piece.magic == MAGIC_V2 and piece.base_offset < base
+                    ):
+                        raise ConversionError(
+                            f"offset {piece.last_offset} does not fit a segment with base offset {base}",
+                            file=str(out_log),
+                        )
+                segment.append_batches(out)
+                report.bytes_out += len(data)
+
+
+def _install_outputs(src: Path, out_log: Path, magic: int) -> None:
+    """Rename the written temporaries into place, durably."""
+    # The transaction index depends only on offsets and markers, which a v2 output keeps:
+    # the source's entries stay right (v0/v1 output has no transactions).
+    src_txn = _index_path(src, TXN_INDEX_SUFFIX)
+    if magic == MAGIC_V2 and src_txn.exists():
+        shutil.copyfile(src_txn, _tmp_path(out_log, TXN_INDEX_SUFFIX))
+    for suffix in _SEGMENT_SUFFIXES:
+        tmp = _tmp_path(out_log, suffix)
+        final = _index_path(out_log, suffix)
+        if tmp.exists():
+            os.replace(tmp, final)
+        elif suffix == TXN_INDEX_SUFFIX:
+            final.unlink(missing_ok=True)  # an overwritten segment's old one
+    fsync_dir(out_log.parent)
 
 
 def convert_path(

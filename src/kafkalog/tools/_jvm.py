@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from ..protocol import java_string_hash
 
-_INT32_MAX = 2**31 - 1  # Integer.MAX_VALUE: also the reach of a segment's 32-bit relative offsets
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
 _CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")  # CompressionType.name by id

@@ -35,7 +35,7 @@ from ..filenames import (
 from ..memory_records import MIN_ENTRY_SIZE_FIELD
 from ..record import LOG_OVERHEAD, MAGIC_V2
 from ..errors import KafkalogError
-from ._jvm import _INT32_MAX
+from ..varint import INT32_MAX as _INT32_MAX
 from ..transaction_tracker import TransactionTracker
 from ._verify_report import Progress, ProgressTicker
 

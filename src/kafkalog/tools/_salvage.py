@@ -39,7 +39,7 @@ from ..filenames import LOG_SUFFIX
 from ..record import MAGIC_V2
 from ..resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
 from ..errors import KafkalogError, TruncatedRecordError
-from ._jvm import _INT32_MAX
+from ..varint import INT32_MAX as _INT32_MAX
 from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes
 from ._verify_report import Progress, ProgressTicker
 

@@ -15,7 +15,7 @@ from ..remote import SMALL_BLOCK_SIZE
 from ..resync import all_zero, next_valid_batch
 from ..errors import CorruptRecordError, KafkalogError, RemoteReadError, TruncatedRecordError
 from ._files import Location
-from ._jvm import _INT32_MAX
+from ..varint import INT32_MAX as _INT32_MAX
 from ..transaction_tracker import TransactionTracker, TxnEnd
 from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
 from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _Problems
