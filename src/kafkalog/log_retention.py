@@ -44,7 +44,7 @@ class LogStartAndRetention:
     _tp: tuple[str, int]
     _log_start_offset: int
     _recovery_point: int
-    _high_watermark: int | None
+    _high_watermark: int
 
     def update_config(self, config: LogConfig) -> None:
         """Apply new settings to the open log (Kafka's ``updateConfig``, after an AlterConfigs):
@@ -92,17 +92,35 @@ class LogStartAndRetention:
         Raises:
             OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
         """
+        self.maybe_increment_log_start_offset(before_offset, "client delete records request")
+        return self._log_start_offset
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
+        """Advance the log start offset to ``new_log_start_offset`` if that is higher (Kafka's
+        ``maybeIncrementLogStartOffset``): DeleteRecords on a leader, or a follower learning the
+        leader's log start offset from a fetch. The epoch cache and producer state follow.
+        Returns whether it moved.
+
+        Raises:
+            OffsetOutOfRangeError: ``new_log_start_offset`` is above the high watermark.
+        """
         with self._lock:
             self._check_open()
             self._check_writable()
-            if before_offset > self.high_watermark:
+            if new_log_start_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
-                    f"cannot increment the log start offset to {before_offset} of partition "
+                    f"cannot increment the log start offset to {new_log_start_offset} of partition "
                     f"{self.topic}-{self.partition} since it is larger than the high watermark {self.high_watermark}",
                     file=str(self.directory),
                 )
-            self._increment_log_start_offset(before_offset)
-            return self._log_start_offset
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            _log.info(
+                "incrementing the log start offset of %s-%s to %d: %s",
+                self.topic, self.partition, new_log_start_offset, reason,
+            )
+            self._increment_log_start_offset(new_log_start_offset)
+            return True
 
     def _increment_log_start_offset(self, offset: int) -> None:
         if offset <= self._log_start_offset:
@@ -110,8 +128,8 @@ class LogStartAndRetention:
         self._log_start_offset = offset
         if self._recovery_point < offset:
             self._recovery_point = offset
-        if self._high_watermark is not None and self._high_watermark < offset:
-            self._high_watermark = offset
+        if self._high_watermark < offset:
+            self._set_high_watermark(offset)
         # The checkpoint first: a kill before the epoch cache is truncated leaves entries below
         # the start, which the loader trims; the other order would lose epochs still in use.
         self._logdir.write_offset(self._logdir.log_starts, self._tp, offset)
