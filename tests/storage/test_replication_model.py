@@ -26,7 +26,7 @@ With the follower truncating to its high watermark instead of by leader epoch (b
 the same schedules lose committed records: :func:`test_truncating_to_the_high_watermark_loses_data`
 shows that the invariants have teeth.
 
-``KAFKALOG_REPLICATION_SCHEDULES=<n>`` runs ``n`` schedules per core (default 40).
+``KAFKALOG_REPLICATION_SCHEDULES=<n>`` runs ``n`` schedules per core and test (default 20).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import pytest
 from test_power_cut import FsyncJournal, _base_dir
 
 from kafkalog import ControlRecordType, LogConfig, RecordBatchBuilder
+from kafkalog.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from kafkalog.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -58,7 +59,7 @@ from kafkalog.local_log import FetchIsolation
 from kafkalog.log import Log
 from kafkalog.producer_state.manager import AppendOrigin
 
-SCHEDULES = int(os.environ.get("KAFKALOG_REPLICATION_SCHEDULES", "40"))
+SCHEDULES = int(os.environ.get("KAFKALOG_REPLICATION_SCHEDULES", "20"))
 STEPS = 160
 MIN_ISR = 2
 TP = "t-0"
@@ -67,10 +68,13 @@ TP = "t-0"
 #: How often each step is taken.
 WEIGHTS = {
     "produce": 25, "transaction": 7, "fetch": 37, "flush": 5, "shrink": 3, "delete_records": 3,
-    "stop": 7, "start": 6, "bounce": 4, "elect": 3,
+    "stop": 7, "start": 6, "bounce": 4, "elect": 3, "fetch_lost": 2,
 }
 #: Quick follower restarts and leader kills: what pre-KIP-101 truncation loses data under.
-FAULTY = {"produce": 20, "fetch": 40, "stop_leader": 6, "start": 10, "bounce": 12, "shrink": 2, "elect": 2}
+FAULTY = {
+    "produce": 20, "fetch": 35, "crash_after_fetch": 10, "stop_leader": 6, "start": 10, "bounce": 6, "shrink": 2,
+    "elect": 2,
+}
 
 
 class InvariantBroken(AssertionError):
@@ -274,7 +278,7 @@ class Model:
 
     # -- followers -------------------------------------------------------------------------------
 
-    def fetch(self, rid: int) -> None:
+    def fetch(self, rid: int, *, response_lost: bool = False) -> None:
         leader = self.leader_log()
         follower = self.replicas[rid]
         if leader is None or rid == self.leader or not follower.alive:
@@ -310,6 +314,10 @@ class Model:
             self.isr.add(rid)  # caught up: ISR expand
             self.trace.append(f"isr expand {rid}")
         self.advance_hw()
+        if response_lost:
+            # The leader counted the fetch; the follower died or the network lost the answer.
+            self.trace.append(f"fetch {rid}: {offset}, response lost")
+            return
         data = leader.read(offset, self.rng.choice([200, 1000, 1 << 20]), isolation=FetchIsolation.LOG_END)
         if data.size_in_bytes:
             append_fetched(log, data.read(0, data.size_in_bytes))
@@ -425,6 +433,13 @@ class Model:
             self.transaction_step()
         elif op == "fetch":
             self.fetch(rid)
+        elif op == "fetch_lost":
+            self.fetch(rid, response_lost=True)
+        elif op == "crash_after_fetch":
+            # KIP-101 scenario 1: a follower restarts right after its fetch moved the leader's
+            # high watermark, before it learnt the new value.
+            self.fetch(rid, response_lost=True)
+            self.bounce(rid)
         elif op == "flush":
             self.flush(rid)
         elif op == "shrink":
@@ -463,9 +478,12 @@ class Model:
             top = min(hw, r.log.log_end_offset)
             if records_of(r.log, start, top) != records_of(leader, start, top):
                 raise InvariantBroken(f"in-sync replica {rid} differs from the leader below {top}")
-        # Epoch caches agree with the batches.
+        # Epoch caches agree with their checkpoint file and with the batches.
         for r in self.replicas:
             if r.alive:
+                on_disk = LeaderEpochCheckpointFile(r.log.directory / LEADER_EPOCH_CHECKPOINT).read()
+                if list(on_disk) != list(r.log.leader_epoch_cache.entries):
+                    raise InvariantBroken(f"replica {r.rid}: leader-epoch-checkpoint {on_disk} differs from its cache")
                 for batch in batches_of(r.log, r.log.log_start_offset, r.log.log_end_offset):
                     # (a batch straddling the log start: the cache starts at the log start)
                     got = r.log.leader_epoch_cache.epoch_for_offset(max(batch.base_offset, r.log.log_start_offset))
@@ -484,6 +502,25 @@ class Model:
                 raise InvariantBroken(f"last stable offset {lso} above the high watermark {hw}")
             if self.txn_open and lso > self.first_open_txn_offset(leader):
                 raise InvariantBroken(f"last stable offset {lso} passes an open transaction")
+            for first, marker in self.transactions(leader):
+                if marker >= hw and lso > max(first, leader.log_start_offset):
+                    raise InvariantBroken(
+                        f"last stable offset {lso} passes the transaction at {first} whose marker {marker} is not "
+                        f"committed (hw {hw})"
+                    )
+
+    def transactions(self, log: Log) -> list[tuple[int, int]]:
+        """(first offset, marker offset) of the completed transactions in ``log``."""
+        out, first = [], {}
+        for batch in batches_of(log, log.log_start_offset, log.log_end_offset):
+            if not batch.is_transactional:
+                continue
+            if batch.is_control:
+                if batch.producer_id in first:
+                    out.append((first.pop(batch.producer_id), batch.base_offset))
+            else:
+                first.setdefault(batch.producer_id, batch.base_offset)
+        return out
 
     def first_open_txn_offset(self, log: Log) -> int:
         first = log.producer_state.ongoing_txns.get(self.txn_pid)
