@@ -26,7 +26,7 @@ With the follower truncating to its high watermark instead of by leader epoch (b
 the same schedules lose committed records: :func:`test_truncating_to_the_high_watermark_loses_data`
 shows that the invariants have teeth.
 
-``KAFKALOG_REPLICATION_SCHEDULES=<n>`` runs ``n`` schedules per core and test (default 20).
+``KAFKALOG_REPLICATION_SCHEDULES=<n>`` runs ``n`` schedules per core and test (default 50).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from kafkalog.local_log import FetchIsolation
 from kafkalog.log import Log
 from kafkalog.producer_state.manager import AppendOrigin
 
-SCHEDULES = int(os.environ.get("KAFKALOG_REPLICATION_SCHEDULES", "20"))
+SCHEDULES = int(os.environ.get("KAFKALOG_REPLICATION_SCHEDULES", "50"))
 STEPS = 160
 MIN_ISR = 2
 TP = "t-0"
