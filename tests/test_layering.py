@@ -63,6 +63,7 @@ CORE_LAYERS = {
     "checkpoint": 5,
     "producer_state": 5,
     "leader_epoch_cache": 5,
+    "follower": 5,
     "scheduler": 5,
     "cleaner": 6,
     "cleaner_offset_map": 6,

@@ -28,7 +28,8 @@ from .errors import (
 )
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
-from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogOffsetMetadata
+from .leader_epoch_cache import OffsetAndEpoch
+from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FetchIsolation, LogOffsetMetadata
 from .log import Log
 from .log_append import LogAppendInfo
 from .log_config import LogConfig
@@ -71,6 +72,9 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    # replication: the log's half (docs/replication.md; the follower's decisions: kafkalog.follower)
+    "FetchIsolation",
+    "OffsetAndEpoch",
     # compaction
     "LogCleaner",
     "CleanerStats",

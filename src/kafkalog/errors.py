@@ -100,7 +100,27 @@ class OffsetOutOfRangeError(InvalidOffsetError):
 
 class UnexpectedAppendOffsetError(InvalidOffsetError):
     """Already-offset batches that do not continue the log (Kafka's
-    ``UnexpectedAppendOffsetException``)."""
+    ``UnexpectedAppendOffsetException``).
+
+    Attributes:
+        first_offset, last_offset: the offsets of the append's first batch (its first offset,
+            and its last), so that a follower can recover as Kafka's fetcher does: when the
+            leader's log start offset falls inside that batch, truncate fully and start at
+            ``first_offset``. None when the error was raised without them.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        file: str | None = None,
+        position: int | None = None,
+        first_offset: int | None = None,
+        last_offset: int | None = None,
+    ) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        super().__init__(reason, file=file, position=position)
 
 
 class InvalidTimestampError(InvalidRecordError):

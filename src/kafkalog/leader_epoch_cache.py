@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from .checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from .errors import InvalidOffsetError
@@ -45,6 +46,14 @@ UNDEFINED_EPOCH_OFFSET = -1
 _INT64_MAX = 2**63 - 1
 
 _Entries = tuple[EpochEntry, ...]
+
+
+class OffsetAndEpoch(NamedTuple):
+    """An end offset and the leader epoch it ends (Kafka's ``OffsetAndEpoch``: the answer to
+    OffsetsForLeaderEpoch, and a fetch's diverging epoch)."""
+
+    offset: int
+    leader_epoch: int
 
 
 # -- the rules, as pure functions over an entry tuple ------------------------------------------

@@ -17,6 +17,7 @@ import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from enum import Enum
 from typing import NamedTuple
 
 from .log_config import LogConfig
@@ -47,6 +48,16 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+
+class FetchIsolation(Enum):
+    """How far a read may go (Kafka's ``FetchIsolation``): a follower reads to the log end, a
+    read_uncommitted consumer to the high watermark, a read_committed one to the last stable
+    offset."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
 
 
 class LogOffsetMetadata(NamedTuple):

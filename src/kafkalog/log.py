@@ -43,10 +43,12 @@ from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exp
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
+    FetchIsolation,
     LocalLog,
     LogOffsetMetadata,
     roll_jitter,
 )
+from .leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from .log_append import (
     LogAppendInfo,
     assign_epochs,
@@ -114,6 +116,8 @@ class Log:
         topic_id: str | None = None,
         producer_id_expiration_ms: int | None = None,
         read_only: bool = False,
+        replicated: bool = False,
+        high_watermark: int | None = None,
     ) -> Log:
         """Open (creating if absent) the partition log in ``directory``.
 
@@ -128,6 +132,18 @@ class Log:
                 writable open would have changed is listed in :attr:`pending_changes`, and every
                 mutating method raises :class:`~kafkalog.errors.ReadOnlyLogError`. No ``.lock``
                 is created; an existing one is share-locked (see ``docs/storage.md``).
+            replicated: whether this is one replica of a replicated partition. False (the
+                default): the log is its partition's only replica (replication factor 1, as a
+                single-node broker's or a tool's): every append is committed at once, and the
+                high watermark follows the log end (Kafka's leader with an in-sync replica set
+                of one). True: the high watermark is Kafka's replica's: it starts at
+                ``high_watermark``, else at the log directory's ``replication-offset-checkpoint``
+                entry, else at the log start offset, and moves only by
+                :meth:`maybe_increment_high_watermark` (a leader) and
+                :meth:`update_high_watermark` (a follower); the checkpoint is written at
+                :meth:`close` and by :meth:`checkpoint_high_watermark` (docs/replication.md).
+            high_watermark: with ``replicated``, the high watermark to start with (clamped to
+                the log).
 
         Raises:
             InvalidConfigError: the directory name is not ``<topic>-<partition>``.
@@ -151,15 +167,16 @@ class Log:
         self._closed = False
         self._tp = (topic, partition)
         self._read_only = read_only
+        self._replicated = replicated
         self._logdir = LogDir.open_read_only(directory.parent) if read_only else LogDir.acquire(directory.parent, self._tp)
         try:
-            self._load(topic_id, producer_id_expiration_ms)
+            self._load(topic_id, producer_id_expiration_ms, high_watermark)
         except BaseException:
             self._logdir.release(self._tp, directory.name, clean=False)
             raise
         return self
 
-    def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None) -> None:
+    def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None, high_watermark: int | None) -> None:
         directory = self.directory
         loaded, self.leader_epoch_cache, self.producer_state = open_partition(
             directory, self.config, self._logdir, self._tp, read_only=self._read_only, topic_id=topic_id,
@@ -180,7 +197,15 @@ class Log:
         self._end = LogOffsetMetadata(
             offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size
         )
-        self._high_watermark: int | None = None
+        # A replica's high watermark starts at the log start offset (Kafka's UnifiedLog); the
+        # broker restores it from replication-offset-checkpoint (ReplicaManager). A log with no
+        # other replica commits what it appends: its high watermark is the log end.
+        self._high_watermark = self._log_start_offset
+        if not self._replicated:
+            high_watermark = self._end.offset
+        elif high_watermark is None:
+            high_watermark = self._logdir.read_offset(self._logdir.high_watermarks, self._tp)
+        self._set_high_watermark(self._log_start_offset if high_watermark is None else self._clamped(high_watermark))
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
         self._truncations = 0  # bumped by every truncation; a flush racing one does not count
@@ -204,24 +229,134 @@ class Log:
         """Offsets below it are flushed to disk."""
         return self._recovery_point
 
+    # -- replication: the high watermark, the last stable offset, leader epochs ---------------
+
+    @property
+    def replicated(self) -> bool:
+        """Whether the log is one replica of a replicated partition (see :meth:`open`)."""
+        return self._replicated
+
     @property
     def high_watermark(self) -> int:
-        """The offset up to which records are committed: the log end offset unless an embedder
-        replicating the log sets it (:meth:`update_high_watermark`)."""
-        return self._end.offset if self._high_watermark is None else self._high_watermark
+        """The offset below which records are committed (on every in-sync replica): what
+        read_uncommitted consumers may read. An unreplicated log's is its log end offset. A
+        replica's starts at the log start offset (or the checkpointed value, see :meth:`open`);
+        a leader moves it with :meth:`maybe_increment_high_watermark`, a follower sets it from
+        the leader's with :meth:`update_high_watermark`."""
+        return self._high_watermark
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark (clamped to ``[log_start_offset, log_end_offset]``); return it."""
+        """Set the high watermark to ``offset`` clamped to ``[log_start_offset,
+        log_end_offset]`` and return it (Kafka's ``updateHighWatermark``: a follower takes the
+        leader's, a new leader initialises its own)."""
         with self._lock:
-            self._high_watermark = min(max(offset, self._log_start_offset), self._end.offset)
-            return self._high_watermark
+            return self._set_high_watermark(self._clamped(offset))
+
+    def maybe_update_high_watermark(self, offset: int) -> int | None:
+        """:meth:`update_high_watermark`, returning the new value only when it changed (Kafka's
+        ``maybeUpdateHighWatermark``, a follower's call after each fetch)."""
+        with self._lock:
+            old = self._high_watermark
+            new = self.update_high_watermark(offset)
+            return None if new == old else new
+
+    def maybe_increment_high_watermark(self, new: LogOffsetMetadata | int) -> int | None:
+        """Move the high watermark up to ``new`` if that is higher (Kafka's
+        ``maybeIncrementHighWatermark``: the leader, once every in-sync replica has reached
+        ``new``); it never moves back. Returns the old value when it moved, else None.
+
+        Raises:
+            ValueError: ``new`` is above the log end offset.
+        """
+        offset = new.offset if isinstance(new, LogOffsetMetadata) else new
+        with self._lock:
+            if offset > self._end.offset:
+                raise ValueError(
+                    f"high watermark {offset} of {self.topic}-{self.partition} exceeds the log end offset "
+                    f"{self._end.offset}"
+                )
+            old = self._high_watermark
+            if offset <= old:
+                return None
+            self._set_high_watermark(offset)
+            return old
+
+    def _clamped(self, offset: int) -> int:
+        return min(max(offset, self._log_start_offset), self._end.offset)
+
+    def _set_high_watermark(self, offset: int) -> int:
+        if offset < 0:
+            raise ValueError(f"a high watermark cannot be negative ({offset})")
+        self._high_watermark = offset
+        # Completed transactions whose marker is now committed stop holding the LSO back.
+        self.producer_state.on_high_watermark_updated(offset)
+        return offset
+
+    def checkpoint_high_watermark(self) -> None:
+        """Write a replica's high watermark to the log directory's
+        ``replication-offset-checkpoint`` (atomically, keeping the other partitions' lines), as
+        Kafka's ReplicaManager does every ``replica.high.watermark.checkpoint.interval.ms``;
+        :meth:`close` does it too. An unreplicated log writes none."""
+        self._check_writable()
+        with self._lock:
+            self._check_open()
+            if self._replicated:
+                self._logdir.write_offset(self._logdir.high_watermarks, self._tp, self._high_watermark)
 
     @property
     def last_stable_offset(self) -> int:
-        """The first offset of the earliest open transaction, or the high watermark."""
+        """The first offset not yet decided and committed: the first offset of the earliest
+        transaction that is open or whose marker is not yet below the high watermark, or the
+        high watermark (Kafka's ``lastStableOffset``). read_committed consumers read below it."""
         unstable = self.producer_state.first_unstable_offset
-        hw = self.high_watermark
-        return hw if unstable is None else min(unstable, hw)
+        hw = self._high_watermark
+        if unstable is None:
+            return hw
+        return min(max(unstable, self._log_start_offset), hw)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> OffsetAndEpoch | None:
+        """The end offset of ``leader_epoch`` in this log: the start of the next epoch, or the
+        log end for the latest; for an epoch this log does not know, the largest epoch below it
+        and its end (Kafka's ``endOffsetForEpoch``, OffsetsForLeaderEpoch's answer). None when
+        the answer is undefined (an undefined epoch, or no epoch history)."""
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self._end.offset)
+        if offset == UNDEFINED_EPOCH_OFFSET:
+            return None
+        return OffsetAndEpoch(offset, epoch)
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> OffsetAndEpoch | None:
+        """The leader's check of a follower's fetch (KIP-320): given the fetch offset and the
+        epoch of the last batch the follower has, the epoch and end offset where the follower's
+        log diverges from this one, or None when it does not (Kafka's ``Partition.readRecords``).
+
+        Raises:
+            OffsetOutOfRangeError: the end of ``last_fetched_epoch`` cannot be determined, or
+                ``fetch_offset`` is below the log start offset.
+        """
+        answer = self.end_offset_for_epoch(last_fetched_epoch)
+        if answer is None or answer.leader_epoch == UNDEFINED_EPOCH:
+            raise OffsetOutOfRangeError(
+                f"could not determine the end offset of the last fetched epoch {last_fetched_epoch} of "
+                f"{self.topic}-{self.partition}",
+                file=str(self.directory),
+            )
+        if fetch_offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {fetch_offset} of {self.topic}-{self.partition}, but the log holds "
+                f"[{self._log_start_offset}, {self._end.offset})",
+                file=str(self.directory),
+            )
+        if answer.leader_epoch < last_fetched_epoch or answer.offset < fetch_offset:
+            return answer
+        return None
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (Kafka's
+        ``maybeAssignEpochStartOffset``: a new leader, at its log end offset)."""
+        self._check_writable()
+        with self._lock:
+            self._check_open()
+            self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -340,7 +475,17 @@ class Log:
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
 
     def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
-        """Append batches that already have offsets (``append(records, assign_offsets=False)``)."""
+        """Append what a fetch from the leader returned: the leader's offsets and partition
+        leader epochs are kept and the epoch cache is assigned from the batches (Kafka's
+        ``appendAsFollower``; ``append(records, assign_offsets=False)``).
+
+        Raises:
+            UnexpectedAppendOffsetError: the first batch starts below the log end offset; the
+                error carries the append's first and last offsets
+                (:func:`kafkalog.follower.append_fetched` recovers from it as Kafka's fetcher
+                does when the leader's log start offset falls inside that batch).
+            InvalidOffsetError: offsets that do not increase.
+        """
         return self.append(records, assign_offsets=False)
 
     def _append_locked(
@@ -404,6 +549,8 @@ class Log:
         self._end = LogOffsetMetadata(
             offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size
         )
+        if not self._replicated:
+            self._set_high_watermark(last_offset + 1)  # its only replica has it: committed
         self._maybe_flush(now)
         return prepared.append_info(log_start_offset=self._log_start_offset, record_count=count)
 
@@ -502,6 +649,8 @@ class Log:
     def _checkpoint_offsets(self) -> None:
         self._logdir.write_offset(self._logdir.recovery_points, self._tp, self._recovery_point)
         self._logdir.write_offset(self._logdir.log_starts, self._tp, self._log_start_offset)
+        if self._replicated:
+            self._logdir.write_offset(self._logdir.high_watermarks, self._tp, self._high_watermark)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -510,6 +659,7 @@ class Log:
         offset: int,
         max_bytes: int,
         *,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
         max_offset: int | None = None,
         min_one_message: bool = True,
     ) -> FileRecords:
@@ -520,7 +670,10 @@ class Log:
         Args:
             offset: the first offset wanted.
             max_bytes: the size limit (``min_one_message`` lets the first batch exceed it).
-            max_offset: read nothing at or after this offset (e.g. the high watermark).
+            isolation: how far the read may go (Kafka's fetch isolation): the log end (a
+                follower), the high watermark (a read_uncommitted consumer) or the last stable
+                offset (read_committed).
+            max_offset: read nothing at or after this offset either.
             min_one_message: return the first batch whole even when it is above ``max_bytes``.
 
         Raises:
@@ -534,6 +687,14 @@ class Log:
                 f"[{self._log_start_offset}, {end.offset})",
                 file=str(self.directory),
             )
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            bound = self._high_watermark
+        elif isolation is FetchIsolation.TXN_COMMITTED:
+            bound = self.last_stable_offset
+        else:
+            bound = None
+        if bound is not None:
+            max_offset = bound if max_offset is None else min(max_offset, bound)
         return self._local.read(offset, max_bytes, end=end, max_offset=max_offset, min_one_message=min_one_message)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -584,8 +745,8 @@ class Log:
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
             rebuild_producer_state(self.producer_state, self._segments, self._log_start_offset, offset, self._clock())
-            if self._high_watermark is not None and self._high_watermark > offset:
-                self._high_watermark = offset
+            if self._high_watermark > offset:
+                self._set_high_watermark(offset)
             self._checkpoint_offsets()
             self._truncate_cleaner_checkpoint(offset)
             return True
@@ -621,7 +782,9 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
         self._log_start_offset = log_start
         rebuild_producer_state(self.producer_state, self._segments, log_start, offset, self._clock())
-        self._high_watermark = None if self._high_watermark is None else offset
+        # Kafka: the high watermark follows the new end down, and never stays below the start.
+        if self._high_watermark > offset or self._high_watermark < log_start:
+            self._set_high_watermark(max(min(self._high_watermark, offset), log_start))
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
 
@@ -634,23 +797,40 @@ class Log:
         Raises:
             OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
         """
+        self.maybe_increment_log_start_offset(before_offset, "client delete records request")
+        return self._log_start_offset
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
+        """Advance the log start offset to ``new_log_start_offset`` if that is higher (Kafka's
+        ``maybeIncrementLogStartOffset``): DeleteRecords on a leader, or a follower learning the
+        leader's log start offset from a fetch. Returns whether it moved.
+
+        Raises:
+            OffsetOutOfRangeError: ``new_log_start_offset`` is above the high watermark.
+        """
         with self._lock:
             self._check_open()
             self._check_writable()
-            self._retention.check_delete_records(before_offset, self.high_watermark)
-            self._increment_log_start_offset(before_offset)
-            return self._log_start_offset
+            self._retention.check_delete_records(new_log_start_offset, self.high_watermark)
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            _log.info(
+                "incrementing the log start offset of %s-%s to %d: %s",
+                self.topic, self.partition, new_log_start_offset, reason,
+            )
+            self._increment_log_start_offset(new_log_start_offset)
+            return True
 
     def _increment_log_start_offset(self, offset: int) -> None:
-        """Kafka's ``maybeIncrementLogStartOffset``: the recovery point and the high watermark
-        follow the start up; the retention collaborator persists it and trims below it."""
+        """The recovery point and the high watermark follow the start up; the retention
+        collaborator persists it and trims below it (epochs, producer state)."""
         if offset <= self._log_start_offset:
             return
         self._log_start_offset = offset
         if self._recovery_point < offset:
             self._recovery_point = offset
-        if self._high_watermark is not None and self._high_watermark < offset:
-            self._high_watermark = offset
+        if self._high_watermark < offset:
+            self._set_high_watermark(offset)
         self._retention.log_start_offset_moved(offset)
 
     def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:

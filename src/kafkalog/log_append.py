@@ -399,6 +399,8 @@ def check_follower_offsets(
             f"first batch {first_or_last} is less than the next offset {end}; last offset in append "
             f"{previous}; log start offset {log_start_offset}",
             file=file,
+            first_offset=first.base_offset,
+            last_offset=previous,
         )
     return (first.base_offset if first.magic >= MAGIC_V2 else first_or_last), previous
 

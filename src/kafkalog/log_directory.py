@@ -1,8 +1,9 @@
 """The log directory: Kafka's ``LogManager`` files shared by every partition in one directory.
 
 Files of the *log directory* (the partition directories' parent), as a broker keeps them:
-``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``cleaner-offset-checkpoint`` (one line per partition), the clean-shutdown marker
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint`` (the high watermarks) and ``cleaner-offset-checkpoint``
+(one line per partition), the clean-shutdown marker
 ``.kafka_cleanshutdown`` and the ``.lock`` file a process holds while it has logs open there
 (so two processes never write one log directory).
 
@@ -23,6 +24,7 @@ from .checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
 from .durable import LOCK_FILE, TMP_SUFFIX, fsync_dir, lock_directory, share_lock
@@ -55,6 +57,9 @@ class LogDir:
         self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_OFFSET_CHECKPOINT)
         self.log_starts = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
         self.cleaner_offsets = OffsetCheckpointFile(path / CLEANER_OFFSET_CHECKPOINT)
+        # The high watermarks (Kafka's ReplicaManager writes it for every partition of the
+        # directory in one file; here each log writes its own line, keeping the others).
+        self.high_watermarks = OffsetCheckpointFile(path / REPLICATION_OFFSET_CHECKPOINT)
         self.open_logs: set[tuple[str, int]] = set()
         self.recovered: set[str] = set()  # partition directory names opened by this process
         self._lock_fd: int | None = None
@@ -78,7 +83,7 @@ class LogDir:
             if state is None:
                 state = cls(Path(key))
                 state._take_lock_file()
-                for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
+                for file in state.checkpoints:
                     remove_stray_tmp(file.path)  # a kill inside write_atomically
                 cls._registry[key] = state
             if tp in state.open_logs:
@@ -107,11 +112,16 @@ class LogDir:
             state._lock_fd = share_lock(
                 state.path, "the log directory is in use by another process (its .lock file is held for writing)"
             )
-        for file in (state.recovery_points, state.log_starts, state.cleaner_offsets):
+        for file in state.checkpoints:
             tmp = file.path.with_name(file.path.name + TMP_SUFFIX)
             if tmp.exists():
                 state.changes.append(f"would delete {tmp}")
         return state
+
+    @property
+    def checkpoints(self) -> tuple[OffsetCheckpointFile, ...]:
+        """The directory's per-partition checkpoint files."""
+        return (self.recovery_points, self.log_starts, self.cleaner_offsets, self.high_watermarks)
 
     def _take_lock_file(self) -> None:
         self._lock_fd = lock_directory(
@@ -147,7 +157,7 @@ class LogDir:
 
     def forget(self, tp: tuple[str, int]) -> None:
         """Remove ``tp`` from every checkpoint (its log was deleted)."""
-        for file in (self.recovery_points, self.log_starts, self.cleaner_offsets):
+        for file in self.checkpoints:
             self.write_offset(file, tp, None)
 
     def write_offset(self, file: OffsetCheckpointFile, tp: tuple[str, int], offset: int | None) -> None:

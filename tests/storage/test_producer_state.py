@@ -118,6 +118,7 @@ def state_of(m: ProducerStateManager) -> tuple:
     return (
         {pid: repr(e) for pid, e in m.active_producers.items()},
         m.ongoing_txns,
+        m.first_undecided_offset,
         m.first_unstable_offset,
         m.map_end_offset,
         encode_snapshot(m.snapshot_entries()),
@@ -462,7 +463,11 @@ def test_kafka_38_transaction_index_from_replayed_producer_state(tmp_path, from_
         for line in (TXN_RANDOM / "00000000000000000000.txnindex.expected.jsonl").read_text().splitlines()
     ]
     assert len(aborted) == sum(1 for e in expected if e["type"] == "abortedTxn") == 7
-    assert m.ongoing_txns == {} and m.first_unstable_offset is None
+    assert m.ongoing_txns == {} and m.first_undecided_offset is None
+    # Completed transactions hold the LSO back until the high watermark passes their markers.
+    assert m.first_unstable_offset is not None
+    m.on_high_watermark_updated(m.map_end_offset)
+    assert m.first_unstable_offset is None
     assert sorted(m.active_producers) == [7001, 7002, 7003]
 
 
@@ -908,15 +913,15 @@ def test_update_rejects_no_producer_id(m):
 def test_transaction_begin_and_end(m, kind):
     apply(m, data_batch(seq=0, offset=10, count=2, txn=True))
     apply(m, data_batch(seq=2, offset=12, txn=True))
-    assert m.first_unstable_offset == 10 and m.ongoing_txns == {PID: 10}
+    assert m.first_undecided_offset == 10 and m.ongoing_txns == {PID: 10}
     assert m.last_entry(PID).current_txn_first_offset == 10
     txn = m.append_batch(marker(kind=kind, offset=13, coordinator_epoch=3), from_client=True)
     assert txn == CompletedTxn(PID, 10, 13, kind is ControlRecordType.ABORT)
     assert m.last_entry(PID).current_txn_first_offset is None
-    assert m.first_unstable_offset == 10  # still tracked until complete_txn, as in Kafka
+    assert m.first_undecided_offset == 10  # still tracked until complete_txn, as in Kafka
     assert m.last_stable_offset(txn) == 14
     m.complete_txn(txn)
-    assert m.first_unstable_offset is None and m.ongoing_txns == {}
+    assert m.first_undecided_offset is None and m.ongoing_txns == {}
     with pytest.raises(ValueError, match="not started"):
         m.complete_txn(txn)
 
@@ -947,7 +952,7 @@ def test_skip_empty_transactions_in_one_append(m):
     data(first, 16, 20)
     assert first.started_transactions == (TxnMetadata(PID, 16),)
     m.update(first)
-    assert m.first_unstable_offset == 16
+    assert m.first_undecided_offset == 16
 
     second = m.prepare_update(PID, AppendOrigin.CLIENT)
     first_done = end(second, ControlRecordType.COMMIT, 21)
@@ -963,7 +968,7 @@ def test_skip_empty_transactions_in_one_append(m):
     m.update(second)
     m.complete_txn(first_done)
     m.complete_txn(second_done)
-    assert m.first_unstable_offset == 30 and m.ongoing_txns == {PID: 30}
+    assert m.first_undecided_offset == 30 and m.ongoing_txns == {PID: 30}
 
 
 def test_last_stable_offset_with_overlapping_transactions(m):
@@ -976,17 +981,17 @@ def test_last_stable_offset_with_overlapping_transactions(m):
     done1 = CompletedTxn(1, start1, last1, False)
     assert m.last_stable_offset(done1) == start2
     m.complete_txn(done1)
-    assert m.first_unstable_offset == start2
+    assert m.first_undecided_offset == start2
     last3 = last1 + 20
     done3 = CompletedTxn(3, start3, last3, False)
     assert m.last_stable_offset(done3) == start2
     m.complete_txn(done3)
-    assert m.first_unstable_offset == start2
+    assert m.first_undecided_offset == start2
     last2 = last3 + 78
     done2 = CompletedTxn(2, start2, last2, False)
     assert m.last_stable_offset(done2) == last2 + 1
     m.complete_txn(done2)
-    assert m.first_unstable_offset is None
+    assert m.first_undecided_offset is None
 
 
 def test_last_stable_offset_ignores_the_completing_producer_only(m):
@@ -999,17 +1004,17 @@ def test_last_stable_offset_ignores_the_completing_producer_only(m):
     assert m.last_stable_offset(done) == 9
 
 
-def test_first_unstable_offset_follows_the_earliest_open_transaction(m):
+def test_first_undecided_offset_follows_the_earliest_open_transaction(m):
     """Kafka's testFirstUnstableOffset, without the high watermark."""
-    assert m.first_unstable_offset is None
+    assert m.first_undecided_offset is None
     apply(m, data_batch(PID, 5, 0, 99, txn=True))
-    assert m.first_unstable_offset == 99
+    assert m.first_undecided_offset == 99
     apply(m, data_batch(2, 5, 0, 105, txn=True))
-    assert m.first_unstable_offset == 99
+    assert m.first_undecided_offset == 99
     apply(m, marker(PID, 5, ControlRecordType.COMMIT, 109))
-    assert m.first_unstable_offset == 105
+    assert m.first_undecided_offset == 105
     apply(m, marker(2, 5, ControlRecordType.ABORT, 112))
-    assert m.first_unstable_offset is None
+    assert m.first_undecided_offset is None
 
 
 def test_ongoing_txns_is_a_copy(m):
@@ -1052,7 +1057,7 @@ def test_producers_with_open_transactions_do_not_expire(tmp_path):
     m = ProducerStateManager(tmp_path, producer_id_expiration_ms=1000)
     apply(m, data_batch(seq=0, offset=99, txn=True, ts=NOW))
     m.remove_expired_producers(NOW + 10**9)
-    assert m.last_entry(PID) is not None and m.first_unstable_offset == 99
+    assert m.last_entry(PID) is not None and m.first_undecided_offset == 99
 
 
 def test_fencing_abort_marker_keeps_the_producer(m):
@@ -1265,16 +1270,16 @@ def test_load_retains_non_expired_producers(m):
 def test_first_unstable_offset_after_truncation(m):
     """Kafka's testFirstUnstableOffsetAfterTruncation."""
     apply(m, data_batch(seq=0, offset=99, txn=True))
-    assert m.first_unstable_offset == 99
+    assert m.first_undecided_offset == 99
     m.take_snapshot()  # at 100
     apply(m, marker(offset=105))
-    assert m.first_unstable_offset is None
+    assert m.first_undecided_offset is None
     m.take_snapshot()  # at 106
     apply(m, data_batch(seq=1, offset=106))
     m.truncate_and_reload(0, 106, NOW)
-    assert m.first_unstable_offset is None
+    assert m.first_undecided_offset is None
     m.truncate_and_reload(0, 100, NOW)
-    assert m.first_unstable_offset == 99
+    assert m.first_undecided_offset == 99
 
 
 def test_truncate_fully_and_start_at(tmp_path, m):
@@ -1462,7 +1467,7 @@ def _check_against_model(m: ProducerStateManager, model: Model) -> None:
             p["batches"],
         )
     assert m.ongoing_txns == dict(sorted(model.ongoing.items(), key=lambda kv: kv[1]))
-    assert m.first_unstable_offset == (min(model.ongoing.values()) if model.ongoing else None)
+    assert m.first_undecided_offset == (min(model.ongoing.values()) if model.ongoing else None)
     # A snapshot keeps each producer's last batch, stamped with the entry's last timestamp.
     assert decode_snapshot(encode_snapshot(m.snapshot_entries())) == [
         ProducerStateEntry(

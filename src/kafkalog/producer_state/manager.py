@@ -365,6 +365,10 @@ class ProducerStateManager:
         # Open transactions by first offset; _ongoing_offsets keeps those offsets sorted.
         self._ongoing: dict[int, TxnMetadata] = {}
         self._ongoing_offsets: list[int] = []
+        # Completed transactions whose marker is not yet below the high watermark, by first
+        # offset (Kafka's ``unreplicatedTxns``): they hold the last stable offset back, since a
+        # new leader may not have their marker.
+        self._unreplicated: dict[int, TxnMetadata] = {}
         self._last_map_offset = 0
         self._last_snap_offset = 0
         self._overlay = overlay  # read-only: no snapshot file is written or deleted
@@ -420,13 +424,33 @@ class ProducerStateManager:
     @property
     def is_empty(self) -> bool:
         """True when no producer and no transaction is tracked."""
-        return not self._producers and not self._ongoing
+        return not self._producers and not self._ongoing and not self._unreplicated
+
+    @property
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest open transaction, or None (Kafka's
+        ``firstUndecidedOffset``)."""
+        return self._ongoing_offsets[0] if self._ongoing_offsets else None
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the earliest open transaction, or None (Kafka's
-        ``firstUndecidedOffset``; this manager does not track the high watermark)."""
-        return self._ongoing_offsets[0] if self._ongoing_offsets else None
+        """The first offset of the earliest transaction that is open, or complete with its
+        marker not yet below the high watermark; None when there is none (Kafka's
+        ``firstUnstableOffset``: the last stable offset never passes it)."""
+        undecided = self.first_undecided_offset
+        unreplicated = min(self._unreplicated) if self._unreplicated else None
+        if unreplicated is None:
+            return undecided
+        return unreplicated if undecided is None else min(undecided, unreplicated)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker is below ``high_watermark`` (Kafka's
+        ``onHighWatermarkUpdated``): they are replicated, so they no longer hold the LSO back."""
+        self._remove_unreplicated(high_watermark)
+
+    def _remove_unreplicated(self, offset: int) -> None:
+        for first in [f for f, txn in self._unreplicated.items() if txn.last_offset < offset]:  # type: ignore[operator]
+            del self._unreplicated[first]
 
     @property
     def ongoing_txns(self) -> dict[int, int]:
@@ -522,15 +546,19 @@ class ProducerStateManager:
         return completed.last_offset + 1
 
     def complete_txn(self, completed: CompletedTxn) -> None:
-        """Stop tracking a transaction its marker completed.
+        """Move a transaction its marker completed from the open ones to the unreplicated ones
+        (Kafka's ``completeTxn``): it holds the last stable offset back until the high
+        watermark passes its marker (:meth:`on_high_watermark_updated`).
 
         Raises:
             ValueError: no transaction was started at ``completed.first_offset``.
         """
-        if self._ongoing.pop(completed.first_offset, None) is None:
+        txn = self._ongoing.pop(completed.first_offset, None)
+        if txn is None:
             raise ValueError(f"attempted to complete transaction {completed} which was not started")
         i = bisect.bisect_left(self._ongoing_offsets, completed.first_offset)
         del self._ongoing_offsets[i]
+        self._unreplicated[completed.first_offset] = txn._replace(last_offset=completed.last_offset)
 
     def _add_ongoing(self, txn: TxnMetadata) -> None:
         if txn.first_offset not in self._ongoing:
@@ -538,8 +566,10 @@ class ProducerStateManager:
         self._ongoing[txn.first_offset] = txn
 
     def _clear_ongoing(self) -> None:
+        # Callers truncate to at most the high watermark: the unreplicated ones go too (Kafka).
         self._ongoing.clear()
         self._ongoing_offsets.clear()
+        self._unreplicated.clear()
 
     # -- producers -----------------------------------------------------------------------------
 
@@ -729,6 +759,7 @@ class ProducerStateManager:
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         """Bring ``map_end_offset`` up to a new log start offset (Kafka's ``onLogStartOffsetIncremented``)."""
+        self._remove_unreplicated(log_start_offset)
         if self._last_map_offset < log_start_offset:
             self._last_map_offset = log_start_offset
         latest = self.latest_snapshot_offset
