@@ -64,6 +64,7 @@ CORE_LAYERS = {
     "producer_state": 5,
     "leader_epoch_cache": 5,
     "follower": 5,
+    "high_watermark": 5,
     "scheduler": 5,
     "cleaner": 6,
     "cleaner_offset_map": 6,

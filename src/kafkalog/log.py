@@ -48,6 +48,7 @@ from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exp
     LogOffsetMetadata,
     roll_jitter,
 )
+from .high_watermark import HighWatermark
 from .leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
 from .log_append import (
     LogAppendInfo,
@@ -197,15 +198,10 @@ class Log:
         self._end = LogOffsetMetadata(
             offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size
         )
-        # A replica's high watermark starts at the log start offset (Kafka's UnifiedLog); the
-        # broker restores it from replication-offset-checkpoint (ReplicaManager). A log with no
-        # other replica commits what it appends: its high watermark is the log end.
-        self._high_watermark = self._log_start_offset
-        if not self._replicated:
-            high_watermark = self._end.offset
-        elif high_watermark is None:
-            high_watermark = self._logdir.read_offset(self._logdir.high_watermarks, self._tp)
-        self._set_high_watermark(self._log_start_offset if high_watermark is None else self._clamped(high_watermark))
+        self._hw = HighWatermark(
+            replicated=self._replicated, producer_state=self.producer_state, logdir=self._logdir, tp=self._tp
+        )
+        self._hw.load(high_watermark, log_start_offset=self._log_start_offset, log_end_offset=self._end.offset)
         self._last_flush_ms = self._clock()
         self._checkpointed_recovery_segment = -1
         self._truncations = 0  # bumped by every truncation; a flush racing one does not count
@@ -234,29 +230,28 @@ class Log:
     @property
     def replicated(self) -> bool:
         """Whether the log is one replica of a replicated partition (see :meth:`open`)."""
-        return self._replicated
+        return self._hw.replicated
 
     @property
     def high_watermark(self) -> int:
         """The offset below which records are committed (on every in-sync replica): what
-        read_uncommitted consumers may read. An unreplicated log's is its log end offset. A
-        replica's starts at the log start offset (or the checkpointed value, see :meth:`open`);
-        a leader moves it with :meth:`maybe_increment_high_watermark`, a follower sets it from
-        the leader's with :meth:`update_high_watermark`."""
-        return self._high_watermark
+        read_uncommitted consumers may read (:mod:`kafkalog.high_watermark`). An unreplicated
+        log's is its log end offset; a leader moves a replica's with
+        :meth:`maybe_increment_high_watermark`, a follower with :meth:`update_high_watermark`."""
+        return self._hw.offset
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark to ``offset`` clamped to ``[log_start_offset,
         log_end_offset]`` and return it (Kafka's ``updateHighWatermark``: a follower takes the
         leader's, a new leader initialises its own)."""
         with self._lock:
-            return self._set_high_watermark(self._clamped(offset))
+            return self._hw.set(min(max(offset, self._log_start_offset), self._end.offset))
 
     def maybe_update_high_watermark(self, offset: int) -> int | None:
         """:meth:`update_high_watermark`, returning the new value only when it changed (Kafka's
         ``maybeUpdateHighWatermark``, a follower's call after each fetch)."""
         with self._lock:
-            old = self._high_watermark
+            old = self._hw.offset
             new = self.update_high_watermark(offset)
             return None if new == old else new
 
@@ -275,44 +270,27 @@ class Log:
                     f"high watermark {offset} of {self.topic}-{self.partition} exceeds the log end offset "
                     f"{self._end.offset}"
                 )
-            old = self._high_watermark
+            old = self._hw.offset
             if offset <= old:
                 return None
-            self._set_high_watermark(offset)
+            self._hw.set(offset)
             return old
-
-    def _clamped(self, offset: int) -> int:
-        return min(max(offset, self._log_start_offset), self._end.offset)
-
-    def _set_high_watermark(self, offset: int) -> int:
-        if offset < 0:
-            raise ValueError(f"a high watermark cannot be negative ({offset})")
-        self._high_watermark = offset
-        # Completed transactions whose marker is now committed stop holding the LSO back.
-        self.producer_state.on_high_watermark_updated(offset)
-        return offset
 
     def checkpoint_high_watermark(self) -> None:
         """Write a replica's high watermark to the log directory's
-        ``replication-offset-checkpoint`` (atomically, keeping the other partitions' lines), as
-        Kafka's ReplicaManager does every ``replica.high.watermark.checkpoint.interval.ms``;
-        :meth:`close` does it too. An unreplicated log writes none."""
+        ``replication-offset-checkpoint``, as Kafka's ReplicaManager does every
+        ``replica.high.watermark.checkpoint.interval.ms``; :meth:`close` does it too."""
         self._check_writable()
         with self._lock:
             self._check_open()
-            if self._replicated:
-                self._logdir.write_offset(self._logdir.high_watermarks, self._tp, self._high_watermark)
+            self._hw.checkpoint()
 
     @property
     def last_stable_offset(self) -> int:
         """The first offset not yet decided and committed: the first offset of the earliest
         transaction that is open or whose marker is not yet below the high watermark, or the
         high watermark (Kafka's ``lastStableOffset``). read_committed consumers read below it."""
-        unstable = self.producer_state.first_unstable_offset
-        hw = self._high_watermark
-        if unstable is None:
-            return hw
-        return min(max(unstable, self._log_start_offset), hw)
+        return self._hw.last_stable_offset(self._log_start_offset)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> OffsetAndEpoch | None:
         """The end offset of ``leader_epoch`` in this log: the start of the next epoch, or the
@@ -341,11 +319,7 @@ class Log:
                 file=str(self.directory),
             )
         if fetch_offset < self._log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"received request for offset {fetch_offset} of {self.topic}-{self.partition}, but the log holds "
-                f"[{self._log_start_offset}, {self._end.offset})",
-                file=str(self.directory),
-            )
+            raise self._out_of_range(fetch_offset)
         if answer.leader_epoch < last_fetched_epoch or answer.offset < fetch_offset:
             return answer
         return None
@@ -549,8 +523,7 @@ class Log:
         self._end = LogOffsetMetadata(
             offset=last_offset + 1, segment_base_offset=segment.base_offset, position=segment.size
         )
-        if not self._replicated:
-            self._set_high_watermark(last_offset + 1)  # its only replica has it: committed
+        self._hw.on_append(last_offset + 1)
         self._maybe_flush(now)
         return prepared.append_info(log_start_offset=self._log_start_offset, record_count=count)
 
@@ -649,8 +622,7 @@ class Log:
     def _checkpoint_offsets(self) -> None:
         self._logdir.write_offset(self._logdir.recovery_points, self._tp, self._recovery_point)
         self._logdir.write_offset(self._logdir.log_starts, self._tp, self._log_start_offset)
-        if self._replicated:
-            self._logdir.write_offset(self._logdir.high_watermarks, self._tp, self._high_watermark)
+        self._hw.checkpoint()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -682,13 +654,9 @@ class Log:
         self._check_open()
         end = self._end
         if offset < self._log_start_offset or offset > end.offset:
-            raise OffsetOutOfRangeError(
-                f"received request for offset {offset} of {self.topic}-{self.partition}, but the log holds "
-                f"[{self._log_start_offset}, {end.offset})",
-                file=str(self.directory),
-            )
+            raise self._out_of_range(offset)
         if isolation is FetchIsolation.HIGH_WATERMARK:
-            bound = self._high_watermark
+            bound = self._hw.offset
         elif isolation is FetchIsolation.TXN_COMMITTED:
             bound = self.last_stable_offset
         else:
@@ -696,6 +664,13 @@ class Log:
         if bound is not None:
             max_offset = bound if max_offset is None else min(max_offset, bound)
         return self._local.read(offset, max_bytes, end=end, max_offset=max_offset, min_one_message=min_one_message)
+
+    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(
+            f"received request for offset {offset} of {self.topic}-{self.partition}, but the log holds "
+            f"[{self._log_start_offset}, {self._end.offset})",
+            file=str(self.directory),
+        )
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets answer for ``timestamp``: the first record at or after it, or one
@@ -745,8 +720,7 @@ class Log:
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
             rebuild_producer_state(self.producer_state, self._segments, self._log_start_offset, offset, self._clock())
-            if self._high_watermark > offset:
-                self._set_high_watermark(offset)
+            self._hw.on_truncate(offset, self._log_start_offset)
             self._checkpoint_offsets()
             self._truncate_cleaner_checkpoint(offset)
             return True
@@ -782,9 +756,7 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
         self._log_start_offset = log_start
         rebuild_producer_state(self.producer_state, self._segments, log_start, offset, self._clock())
-        # Kafka: the high watermark follows the new end down, and never stays below the start.
-        if self._high_watermark > offset or self._high_watermark < log_start:
-            self._set_high_watermark(max(min(self._high_watermark, offset), log_start))
+        self._hw.on_truncate(offset, log_start)
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
 
@@ -829,8 +801,7 @@ class Log:
         self._log_start_offset = offset
         if self._recovery_point < offset:
             self._recovery_point = offset
-        if self._high_watermark < offset:
-            self._set_high_watermark(offset)
+        self._hw.on_truncate(self._end.offset, offset)
         self._retention.log_start_offset_moved(offset)
 
     def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
