@@ -47,8 +47,13 @@ class TransactionTracker:
     Not thread-safe.
     """
 
-    def __init__(self) -> None:
-        self._ongoing: dict[int, int] = {}
+    def __init__(self, ongoing: dict[int, int] | None = None) -> None:
+        """Args:
+            ongoing: producer id -> first offset of the transactions open before the first batch
+                given (e.g. the producer state's ``ongoing_txns`` at a segment's start); the
+                tracker keeps this dict and updates it in place as transactions begin and end.
+        """
+        self._ongoing: dict[int, int] = {} if ongoing is None else ongoing
 
     @property
     def ongoing(self) -> dict[int, int]:
@@ -80,3 +85,15 @@ class TransactionTracker:
             others = self._ongoing.values()
             lso = min(others) if others else marker.offset + 1
         return TxnEnd(pid, kind, marker.offset, first, lso)
+
+    def aborted_txn(self, batch: RecordBatch) -> AbortedTxn | None:
+        """:meth:`on_batch`, returning the ``.txnindex`` entry Kafka writes for the batch: an
+        ABORT marker of a transaction whose first batch was seen, or None (an empty transaction
+        completes nothing, Kafka since KAFKA-10702; one that began before the first batch given
+        is unknown here).
+
+        Raises:
+            KafkalogError: a control batch whose records do not decode.
+        """
+        end = self.on_batch(batch)
+        return None if end is None else end.aborted_txn
