@@ -53,9 +53,9 @@ from ..legacy_record import encode_message_set
 from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP
 from ..recordbatch import encode_batch, encode_record
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
+from ..index_rebuild import MIN_ENTRY, ensure_not_in_use, index_path
+from ..progress import Progress, ProgressTicker
 from ._jvm import _INT32_MAX
-from ._rebuild import _MIN_ENTRY, _index_path, ensure_not_in_use
-from ._verify_report import Progress, ProgressTicker
 
 
 def _is_segment_log(name: str) -> bool:
@@ -227,7 +227,7 @@ def _output_log(src: Path, dst: Path) -> Path:
 
 
 def _existing_outputs(out_log: Path) -> list[Path]:
-    return [p for p in (out_log, *(_index_path(out_log, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))) if p.exists()]
+    return [p for p in (out_log, *(index_path(out_log, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))) if p.exists()]
 
 
 def convert_segment(
@@ -280,10 +280,10 @@ def convert_segment(
     ticker = ProgressTicker(progress)
     out_dir = out_log.parent
     config = LogConfig(index_interval_bytes=index_interval_bytes)
-    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
+    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, MIN_ENTRY) + 2)
     config = config.replace(segment_index_bytes=min(_INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
-        Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
+        Path(str(index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
     segment = LogSegment.open(out_dir, base, config, suffix=TMP_SUFFIX)
     done = False
     try:
@@ -317,12 +317,12 @@ def convert_segment(
         segment.close()
         # The transaction index depends only on offsets and markers, which a v2 output keeps:
         # the source's entries stay right (v0/v1 output has no transactions).
-        src_txn = _index_path(src, TXN_INDEX_SUFFIX)
+        src_txn = index_path(src, TXN_INDEX_SUFFIX)
         if magic == MAGIC_V2 and src_txn.exists():
-            shutil.copyfile(src_txn, Path(str(_index_path(out_log, TXN_INDEX_SUFFIX)) + TMP_SUFFIX))
+            shutil.copyfile(src_txn, Path(str(index_path(out_log, TXN_INDEX_SUFFIX)) + TMP_SUFFIX))
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            tmp = Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX)
-            final = _index_path(out_log, suffix)
+            tmp = Path(str(index_path(out_log, suffix)) + TMP_SUFFIX)
+            final = index_path(out_log, suffix)
             if tmp.exists():
                 os.replace(tmp, final)
             elif suffix == TXN_INDEX_SUFFIX:
@@ -334,7 +334,7 @@ def convert_segment(
             with contextlib.suppress(Exception):
                 segment.close()
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
+                Path(str(index_path(out_log, suffix)) + TMP_SUFFIX).unlink(missing_ok=True)
         ticker.flush()
     return report
 

@@ -10,12 +10,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import Compression, ControlRecordType, Log, LogCleaner, LogConfig, RecordBatchBuilder, TimestampType
+from .. import (
+    Compression,
+    ControlRecordType,
+    Log,
+    LogCleaner,
+    LogConfig,
+    RecordBatchBuilder,
+    TimestampType,
+    verify_path,
+)
 from ..producer_state.manager import AppendOrigin
 from ..errors import KafkalogError
 from ._compact import _compact_lines
 from ._tool import _problem_lines, _table, _Tool
-from ._verify import verify_path
 
 # ------------------------------------------------------------------------------------------------
 # demo: the whole library in one run

@@ -21,8 +21,8 @@ from typing import IO
 from ..filenames import find_partition_dirs, segment_logs
 from ..remote import is_remote
 from ..errors import KafkalogError
+from ..verify import Problem
 from ._progress import _ProgressBar
-from ._verify_report import Problem
 
 
 def _ts(ms: int | None) -> str:

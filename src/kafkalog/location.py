@@ -1,4 +1,4 @@
-"""Where the read-only commands (``dump``, ``verify``, ``stat``) read: a local path, or a URL
+"""Where the read-only operations (``verify``, the CLI's ``dump`` and ``stat``) read: a local path, or a URL
 of any filesystem fsspec knows (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ...; credentials
 and endpoint from fsspec's usual configuration), read in place through one
 :class:`kafkalog.remote.Storage`.
@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import FileRecords
-from ..filenames import partition_dir_names, segment_log_names
-from ..remote import DEFAULT_BLOCK_SIZE, Storage, is_remote, normalize_path
-from ..errors import KafkalogError
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .filenames import partition_dir_names, segment_log_names
+from .remote import DEFAULT_BLOCK_SIZE, Storage, is_remote, normalize_path
 
 #: What a directory holds: files (name -> size) and directory names; None: no such directory.
 _Listing = tuple[dict[str, int], list[str]]
