@@ -57,6 +57,8 @@ def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
 
 
 def index_path(log_path: Path, suffix: str) -> Path:
+    """The file of ``log_path``'s segment with ``suffix`` in place of ``.log`` (a transient suffix
+    after it kept: ``00..42.log.swap`` -> ``00..42.index.swap``)."""
     name = log_path.name
     return log_path.with_name(name[: name.index(LOG_SUFFIX)] + suffix + name[name.index(LOG_SUFFIX) + len(LOG_SUFFIX) :])
 
