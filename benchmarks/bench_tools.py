@@ -30,17 +30,17 @@ from pathlib import Path
 
 from _harness import cpu_facts, git_describe, import_kafkalog, parse_size, progress, table
 
-kafkalog, error = import_kafkalog("tools", "resync")
+kafkalog, error = import_kafkalog("verify", "salvage", "index_rebuild", "resync")
 if kafkalog is None:
     sys.exit(f"kafkalog does not import: {error}")
 
 from kafkalog import RecordBatchBuilder  # noqa: E402
 from kafkalog import crc as kcrc  # noqa: E402
-from kafkalog.tools import rebuild_indexes  # noqa: E402
+from kafkalog import rebuild_indexes  # noqa: E402
 from kafkalog.file_records import FileRecords  # noqa: E402
-from kafkalog.tools import salvage_segment  # noqa: E402
+from kafkalog import salvage_segment  # noqa: E402
 from kafkalog.resync import next_valid_batch  # noqa: E402
-from kafkalog.tools import verify_segment  # noqa: E402
+from kafkalog import verify_segment  # noqa: E402
 
 T0 = 1_700_000_000_000
 

@@ -48,6 +48,7 @@ CORE_LAYERS = {
     "log_config": 4,
     "filenames": 4,
     "durable": 4,
+    "location": 4,
     "log": 5,
     "log_directory": 5,
     "local_log": 5,
@@ -71,12 +72,17 @@ CORE_LAYERS = {
     "cleaner_manager": 6,
     "cleaner_stats": 6,
     "cleaner_filter": 6,
+    # operator capabilities: verify, salvage, index rebuilding
+    "progress": 7,
+    "index_rebuild": 7,
+    "salvage": 7,
+    "verify": 7,
 }
 #: Core subpackages: every module in one takes its package's layer.
-CORE_PACKAGES = {"columnar", "producer_state"}
+CORE_PACKAGES = {"columnar", "producer_state", "verify"}
 SURFACES = ("tools", "broker", "spark")
 #: The other subpackages (their facades) each surface may import.
-SURFACE_DEPS = {"tools": {"protocol", "broker"}, "broker": {"protocol"}, "spark": {"tools"}, "__main__": {"tools"}}
+SURFACE_DEPS = {"tools": {"protocol", "broker"}, "broker": {"protocol"}, "spark": set(), "__main__": {"tools"}}
 #: How many names the facade may export (DESIGN: ~17, plus replication and schema decoding).
 MAX_PUBLIC_NAMES = 60
 WIRE = "protocol"
@@ -258,6 +264,7 @@ def test_imports_keep_the_rules():
         ("broker._data", "from ..spark import read_records\n"),
         ("broker._server", "from ..protocol._wire import _Reader\n"),
         ("spark._source", "import kafkalog.tools._verify\n"),
+        ("spark._source", "from ..tools import verify_segment\n"),
         ("protocol._wire", "from ..log import Log\n"),
         ("filenames", "from .log import Log\n"),
         ("errors", "from .varint import decode_varint\n"),

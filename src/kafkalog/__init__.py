@@ -2,7 +2,7 @@
 
 The public API: records of every magic over memory or files, the builder and the enums;
 columnar decoding; the indexes, the log segment, the partition log and its configuration; the
-log cleaner; the errors. Everything else is internal (``docs/architecture.md`` says where it
+log cleaner; the operator capabilities (verify, salvage, index rebuilding); the errors. Everything else is internal (``docs/architecture.md`` says where it
 lives and what the surfaces share); this module holds no logic, it re-exports.
 """
 
@@ -28,6 +28,7 @@ from .errors import (
 )
 from .file_records import FileRecords
 from .index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from .index_rebuild import rebuild_indexes, rebuild_path
 from .leader_epoch_cache import OffsetAndEpoch
 from .local_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, FetchIsolation, LogOffsetMetadata
 from .log import Log
@@ -37,8 +38,10 @@ from .memory_records import MemoryRecords
 from .memory_records_builder import RecordBatchBuilder
 from .native import core_name
 from .record import ControlRecord, ControlRecordType, Header, Record, RecordBatch, TimestampType
+from .salvage import salvage_segment
 from .segment import LogSegment
 from .transaction_index import AbortedTxn, TransactionIndex
+from .verify import VerifyReport, verify_path, verify_segment
 
 __version__ = "0.1.0"
 
@@ -78,6 +81,13 @@ __all__ = [
     # compaction
     "LogCleaner",
     "CleanerStats",
+    # operator capabilities
+    "verify_path",
+    "verify_segment",
+    "VerifyReport",
+    "salvage_segment",
+    "rebuild_indexes",
+    "rebuild_path",
     # errors (every other one is in kafkalog.errors)
     "KafkalogError",
     "TruncatedRecordError",

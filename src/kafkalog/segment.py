@@ -33,11 +33,10 @@ from .filenames import log_file, offset_index_file, time_index_file, txn_index_f
 from .index import OffsetIndex, TimeIndex, TimestampOffset
 from .leader_epoch_cache import LeaderEpochFileCache
 from .producer_state.manager import ProducerStateManager
-from .record import ControlRecordType, RecordBatch
 from .memory_records import MemoryRecords
-from .segment_recovery import RecoveryScan
+from .segment_recovery import MAX_RELATIVE_OFFSET, RecoveryStep, SegmentRecovery
 from .transaction_index import AbortedTxn, TransactionIndex
-from .varint import INT32_MAX
+from .transaction_tracker import TransactionTracker
 
 
 
@@ -240,7 +239,7 @@ class LogSegment:
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         relative = offset - self.base_offset
-        return 0 <= relative <= INT32_MAX
+        return 0 <= relative <= MAX_RELATIVE_OFFSET
 
     def append(
         self,
@@ -269,7 +268,7 @@ class LogSegment:
         if size <= 0:
             return
         position = self.log.size_in_bytes
-        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
+        if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
             self._ensure_offset_in_range(largest_offset)
         if not self._max_loaded:
             self._load_max()
@@ -411,7 +410,8 @@ class LogSegment:
 
         Resets the three indexes, validates every batch (size, CRC-32C or CRC-32, counts),
         rebuilds the offset and time indexes by the append rule and the transaction index from
-        the markers, truncates the log after the last valid batch, trims the indexes.
+        the markers, truncates the log after the last valid batch, trims the indexes
+        (:mod:`kafkalog.segment_recovery` holds the per-batch rule and the scan).
 
         Args:
             max_message_size: a batch larger than this counts as invalid (None: no limit
@@ -428,6 +428,37 @@ class LogSegment:
             The number of bytes truncated.
 
         """
+        self._reset_indexes()
+        last = self.time_index.last_entry
+        step = RecoveryStep(
+            self.base_offset, self.index_interval_bytes, offset_index=self.offset_index, time_index=self.time_index,
+            max_timestamp=(last.timestamp, last.offset),
+        )
+        recovery = SegmentRecovery(
+            step, self.txn_index, tracker=None if producer_state is not None else TransactionTracker(ongoing_txns),
+            producer_state=producer_state, leader_epoch_cache=leader_epoch_cache,
+        )
+        log = self.log if max_message_size is None else FileRecords.open(self.log.path, max_batch_size=max_message_size)
+        try:
+            recovery.run(log)
+        finally:
+            if log is not self.log:
+                log.close()
+        self._set_max(step.max_timestamp, step.offset_of_max_timestamp)
+        truncated = self.log.size_in_bytes - step.valid_bytes
+        if self.read_only:
+            self._cut_in_memory(step.valid_bytes)
+        else:
+            self.log.truncate_to(step.valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        step.finish()
+        self.time_index.trim_to_valid_size()
+        # Kafka's recover leaves the bytes-since-last-entry count alone (0 on a freshly opened
+        # segment), so appends after recovery count from zero again.
+        return truncated
+
+    def _reset_indexes(self) -> None:
+        """Empty the three indexes for a recovery (read-only: new ones in memory)."""
         if self.read_only:
             self.indexes_in_memory()
         else:
@@ -435,69 +466,6 @@ class LogSegment:
             self.time_index.reset()
             self.txn_index.reset()
         self._max_loaded = False
-        ongoing = {} if ongoing_txns is None else ongoing_txns
-        log = self.log
-        if max_message_size is not None:
-            log = FileRecords.open(self.log.path, max_batch_size=max_message_size)
-        scan = RecoveryScan(self.base_offset)
-
-        def step(batch: RecordBatch) -> bool:
-            """Kafka's recovery of one batch; False: the valid part of the log ends before it."""
-            last_offset = batch.last_offset
-            if last_offset <= scan.previous or last_offset - self.base_offset > INT32_MAX:
-                # Offsets that go backwards, fall below the base offset or overflow the
-                # segment's 32-bit range end its valid part (the base offset is outside the
-                # CRC, so a flipped bit there shows only this way). Kafka drops the whole
-                # segment, or splits it for data of brokers before 0.11.
-                return False
-            scan.previous = last_offset
-            max_timestamp = batch.max_timestamp
-            if max_timestamp > self.max_timestamp_so_far:
-                self._set_max(max_timestamp, last_offset)
-            if scan.valid_bytes - scan.last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(last_offset, scan.valid_bytes)
-                self.time_index.maybe_append(self._max_ts, self._max_ts_offset)
-                scan.last_index_entry = scan.valid_bytes
-            scan.valid_bytes += batch.size_in_bytes
-            if batch.magic >= 2:
-                if leader_epoch_cache is not None:
-                    epoch = batch.partition_leader_epoch
-                    latest = leader_epoch_cache.latest_epoch
-                    if epoch >= 0 and (latest is None or epoch > latest):
-                        leader_epoch_cache.assign(epoch, batch.base_offset)
-                if producer_state is None:
-                    self._track_transactions(batch, ongoing)
-                else:
-                    self._update_producer_state(batch, producer_state)
-            return True
-
-        try:
-            scan.run(
-                log, step, offset_index=self.offset_index, time_index=self.time_index,
-                index_interval=self.index_interval_bytes,
-                max_timestamp=lambda: (self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far),
-                set_max_timestamp=self._set_max, producer_state=producer_state is not None,
-                latest_epoch=None if leader_epoch_cache is None else lambda: leader_epoch_cache.latest_epoch,
-                batch_done=None if producer_state is None else lambda last: producer_state.update_map_end_offset(last + 1),
-            )
-        finally:
-            if log is not self.log:
-                log.close()
-        valid_bytes = scan.valid_bytes
-        truncated = self.log.size_in_bytes - valid_bytes
-        if self.read_only:
-            self._cut_in_memory(valid_bytes)
-        else:
-            self.log.truncate_to(valid_bytes)
-        self.offset_index.trim_to_valid_size()
-        # A normally closed segment always ends with an entry for the largest timestamp.
-        self.time_index.maybe_append(
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
-        )
-        self.time_index.trim_to_valid_size()
-        # Kafka's recover leaves the bytes-since-last-entry count alone (0 on a freshly opened
-        # segment), so appends after recovery count from zero again.
-        return truncated
 
     def indexes_in_memory(self, *, time_index_only: bool = False) -> None:
         """Read-only: give the segment empty indexes built in memory (what recovery rebuilds, or
@@ -518,41 +486,6 @@ class LogSegment:
         old = self.log
         self.log = FileRecords.open(old.path, end=valid_bytes)
         old.close()
-
-    def _update_producer_state(self, batch: RecordBatch, producer_state: ProducerStateManager) -> None:
-        """Kafka's ``LogSegment.updateProducerState``."""
-        if batch.producer_id >= 0:
-            completed = producer_state.append_batch(batch, from_client=False)
-            if completed is not None:
-                if completed.is_aborted:
-                    lso = producer_state.last_stable_offset(completed)
-                    self.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset, lso)
-                producer_state.complete_txn(completed)
-        producer_state.update_map_end_offset(batch.last_offset + 1)
-
-    def _track_transactions(self, batch: RecordBatch, ongoing: dict[int, int]) -> None:
-        """Follow transactions through one batch; index the ones that abort (Kafka's
-        ProducerStateManager as ``LogSegment.updateProducerState`` drives it)."""
-        pid = batch.producer_id
-        if pid < 0 or not batch.is_transactional:
-            return
-        if not batch.is_control:
-            ongoing.setdefault(pid, batch.base_offset)
-            return
-        records = batch.records()
-        if not records or records[0].control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-            return
-        marker = records[0]
-        if pid not in ongoing:
-            return  # an empty transaction completes nothing (Kafka since KAFKA-10702)
-        first = ongoing[pid]
-        if marker.control_type is ControlRecordType.ABORT:
-            # The last stable offset when it completed: the first offset of the earliest other
-            # transaction still open, else just past the marker.
-            others = [offset for producer, offset in ongoing.items() if producer != pid]
-            lso = min(others) if others else marker.offset + 1
-            self.txn_index.append(AbortedTxn(pid, first, marker.offset, lso))
-        ongoing.pop(pid, None)
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch from the one holding ``offset`` on, with their index entries;

@@ -4,7 +4,6 @@ recovers)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import NamedTuple
 
 from .record import MAGIC_V2, ControlRecordType, RecordBatch
@@ -49,8 +48,13 @@ class TransactionTracker:
     (a producer snapshot's). Not thread-safe.
     """
 
-    def __init__(self, ongoing: Mapping[int, int] | None = None) -> None:
-        self._ongoing: dict[int, int] = dict(ongoing or {})
+    def __init__(self, ongoing: dict[int, int] | None = None) -> None:
+        """Args:
+            ongoing: producer id -> first offset of the transactions open before the first batch
+                given (e.g. the producer state's ``ongoing_txns`` at a segment's start); the
+                tracker keeps this dict and updates it in place as transactions begin and end.
+        """
+        self._ongoing: dict[int, int] = {} if ongoing is None else ongoing
 
     @property
     def ongoing(self) -> dict[int, int]:
@@ -82,3 +86,15 @@ class TransactionTracker:
             others = self._ongoing.values()
             lso = min(others) if others else marker.offset + 1
         return TxnEnd(pid, kind, marker.offset, first, lso)
+
+    def aborted_txn(self, batch: RecordBatch) -> AbortedTxn | None:
+        """:meth:`on_batch`, returning the ``.txnindex`` entry Kafka writes for the batch: an
+        ABORT marker of a transaction whose first batch was seen, or None (an empty transaction
+        completes nothing, Kafka since KAFKA-10702; one that began before the first batch given
+        is unknown here).
+
+        Raises:
+            KafkalogError: a control batch whose records do not decode.
+        """
+        end = self.on_batch(batch)
+        return None if end is None else end.aborted_txn

@@ -14,7 +14,7 @@ import pytest
 
 from kafkalog import Compression, Log, LogSegment
 from kafkalog.cleaner import LogCleaner
-from kafkalog.tools import verify_path
+from kafkalog import verify_path
 
 from .test_cleaner import T0, Clock, compact, kv
 

@@ -494,7 +494,7 @@ def test_same_dataframe_without_filter_after_a_pushed_filter(spark, logs):
 
 
 def test_verify_runs_per_segment_on_the_executors(spark, logs, tmp_path):
-    from kafkalog.tools import verify_segment
+    from kafkalog import verify_segment
 
     report = ks.verify(spark, str(logs))
     got = {r.path: r for r in report.collect()}

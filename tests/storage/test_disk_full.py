@@ -22,7 +22,7 @@ from kafkalog import Compression, FileRecords, RecordBatchBuilder, TimestampType
 from kafkalog.log_config import LogConfig
 from kafkalog.index import OffsetIndex, TimeIndex
 from kafkalog.log import Log
-from kafkalog.tools import verify_path
+from kafkalog import verify_path
 
 T0 = 1_700_000_000_000
 MiB = 1 << 20

@@ -40,7 +40,7 @@ from kafkalog import Compression, ControlRecordType, LogConfig, RecordBatchBuild
 from kafkalog.checkpoint import RECOVERY_POINT_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from kafkalog.log import Log
 from kafkalog.producer_state.manager import AppendOrigin
-from kafkalog.tools import verify_path
+from kafkalog import verify_path
 
 PAGE = 4096
 

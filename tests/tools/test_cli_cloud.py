@@ -26,7 +26,8 @@ from test_verify import build_partition, middle_batch, segment_with_aborts  # no
 
 from kafkalog.filenames import segment_logs  # noqa: E402
 from kafkalog.errors import KafkalogError  # noqa: E402
-from kafkalog.tools import main, verify_path, verify_segment  # noqa: E402
+from kafkalog import verify_path, verify_segment  # noqa: E402
+from kafkalog.tools import main  # noqa: E402
 
 URL = "s3://clitools/logs"
 

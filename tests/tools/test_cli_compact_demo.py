@@ -27,7 +27,7 @@ from kafkalog import tools as cli
 from kafkalog.log_config import LogConfig
 from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
-from kafkalog.tools import verify_path
+from kafkalog import verify_path
 
 T0 = 1_700_000_000_000
 KAFKA38 = DATA / "kafka-3.8"

@@ -20,7 +20,8 @@ from test_verify import T0
 import kafkalog
 from kafkalog import RecordBatchBuilder
 from kafkalog import tools as cli
-from kafkalog.tools import MAX_PROBLEMS_PER_KIND, verify_path
+from kafkalog import verify_path
+from kafkalog.verify import MAX_PROBLEMS_PER_KIND
 from kafkalog.tools._progress import _ProgressBar
 
 KAFKA38 = DATA / "kafka-3.8"

@@ -19,13 +19,10 @@ from kafkalog.errors import ConversionError
 from kafkalog.errors import KafkalogError, UnsupportedCodecError
 from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
+from kafkalog import rebuild_indexes, rebuild_path, verify_path, verify_segment
 from kafkalog.tools import (
     convert_path,
     convert_segment,
-    rebuild_indexes,
-    rebuild_path,
-    verify_path,
-    verify_segment,
 )
 
 KAFKA38 = DATA / "kafka-3.8"

@@ -21,7 +21,7 @@ from kafkalog import FileRecords, RecordBatchBuilder
 from kafkalog.errors import KafkalogError
 from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
-from kafkalog.tools import rebuild_path, salvage_segment, verify_path, verify_segment
+from kafkalog import rebuild_path, salvage_segment, verify_path, verify_segment
 
 KAFKA38 = DATA / "kafka-3.8"
 

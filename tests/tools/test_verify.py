@@ -31,10 +31,10 @@ from kafkalog.filenames import segment_logs
 from kafkalog.log import Log
 from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.resync import next_valid_batch
-from kafkalog.tools import (
+from kafkalog.transaction_tracker import TransactionTracker
+from kafkalog.verify import (
     MAX_PROBLEMS_PER_KIND,
     Problem,
-    TransactionTracker,
     verify_path,
     verify_segment,
 )

@@ -70,7 +70,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from .. import KafkalogError
+from .. import KafkalogError, verify_segment
 from ..remote import normalize_path
 from ..errors import InvalidConfigError
 from ._arrow import (
@@ -256,8 +256,6 @@ def verify(spark: Any, path: str, *, deep: bool = False, check_indexes: bool = T
     first_offset, last_offset, min_timestamp, max_timestamp, magics, codecs, ok`` and
     ``problems`` (``array<struct<path, position, kind, message, severity>>``).
     """
-    from ..tools import verify_segment  # layer 6, read on the executors
-
     options = _ReadOptions(path=normalize_path(path), include_internal=include_internal,
                            storage_options=storage_options)
     jobs = [(d.topic, d.partition, _log_path(d.path, base)) for d in _discover(options) for base in _segment_bases(options.storage, d.path)]

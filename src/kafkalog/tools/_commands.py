@@ -12,20 +12,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import Log, LogConfig
-from ..durable import TMP_SUFFIX
 from ..offline_retention import plan_partition_retention
 from ..errors import KafkalogError
 from ..filenames import find_partition_dirs, segment_logs
+from ..index_rebuild import RebuildReport, rebuild_path
+from ..location import Location
+from ..salvage import salvage_segment
+from ..verify import MAX_PROBLEMS_PER_KIND, VerifyReport, total_log_bytes, verify_path
+from ..verify import SegmentReport as VerifySegmentReport
 from ._convert import convert_path
-from ._files import Location
 from ._jvm import _CODEC_NAMES
-from ._rebuild import RebuildReport, rebuild_path
-from ._salvage import _destination, salvage_segment
 from ._tool import _display, _now_ms, _problem_lines, _table, _Tool, _ts
 from ._topic_config import SettingsReader, TopicSettings
-from ._verify import total_log_bytes, verify_path
-from ._verify_report import MAX_PROBLEMS_PER_KIND, VerifyReport
-from ._verify_report import SegmentReport as VerifySegmentReport
 
 
 def _named(path: str, where: Location) -> str:
@@ -191,10 +189,6 @@ def _run_salvage(tool: _Tool) -> None:
                 a.src, a.dst, progress=bar, write_indexes=not a.no_indexes,
                 index_interval_bytes=a.index_interval_bytes, overwrite=a.force,
             )
-        except KeyboardInterrupt:
-            # The copy is written under a temporary name; Ctrl-C at any point leaves none behind.
-            Path(str(_destination(Path(a.src), a.dst)) + TMP_SUFFIX).unlink(missing_ok=True)
-            raise
         finally:
             bar.close()
         if a.json:

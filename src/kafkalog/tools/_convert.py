@@ -54,9 +54,9 @@ from ..legacy_record import encode_message_set
 from ..record import MAGIC_V0, MAGIC_V2, NO_TIMESTAMP
 from ..recordbatch import encode_batch, encode_record
 from ..errors import ConversionError, KafkalogError, UnsupportedCodecError
+from ..index_rebuild import MIN_ENTRY, ensure_not_in_use, index_path
+from ..progress import Progress, ProgressTicker
 from ..varint import INT32_MAX
-from ._rebuild import _MIN_ENTRY, _index_path, ensure_not_in_use
-from ._verify_report import Progress, ProgressTicker
 
 
 def _is_segment_log(name: str) -> bool:
@@ -228,7 +228,7 @@ def _output_log(src: Path, dst: Path) -> Path:
 
 
 def _existing_outputs(out_log: Path) -> list[Path]:
-    return [p for p in (out_log, *(_index_path(out_log, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))) if p.exists()]
+    return [p for p in (out_log, *(index_path(out_log, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))) if p.exists()]
 
 
 def convert_segment(
@@ -311,7 +311,7 @@ class _Target(NamedTuple):
 
 def _tmp_path(out_log: Path, suffix: str) -> Path:
     """The temporary a file of the output segment is written as before it is renamed."""
-    return Path(str(_index_path(out_log, suffix)) + TMP_SUFFIX)
+    return Path(str(index_path(out_log, suffix)) + TMP_SUFFIX)
 
 
 def _check_output(src: Path, out_log: Path, overwrite: bool) -> None:
@@ -327,7 +327,7 @@ def _output_config(src: Path, index_interval_bytes: int) -> LogConfig:
     """The output segment's settings: its index interval, and indexes large enough for an entry
     every ``index_interval_bytes`` of a source of that size."""
     config = LogConfig(index_interval_bytes=index_interval_bytes)
-    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2)
+    capacity = max(1 << 10, src.stat().st_size // max(index_interval_bytes + 1, MIN_ENTRY) + 2)
     return config.replace(segment_index_bytes=min(INT32_MAX, max(config.segment_index_bytes, capacity * TimeIndex.DTYPE.itemsize)))
 
 
@@ -370,12 +370,12 @@ def _install_outputs(src: Path, out_log: Path, magic: int) -> None:
     """Rename the written temporaries into place, durably."""
     # The transaction index depends only on offsets and markers, which a v2 output keeps:
     # the source's entries stay right (v0/v1 output has no transactions).
-    src_txn = _index_path(src, TXN_INDEX_SUFFIX)
+    src_txn = index_path(src, TXN_INDEX_SUFFIX)
     if magic == MAGIC_V2 and src_txn.exists():
         shutil.copyfile(src_txn, _tmp_path(out_log, TXN_INDEX_SUFFIX))
     for suffix in _SEGMENT_SUFFIXES:
         tmp = _tmp_path(out_log, suffix)
-        final = _index_path(out_log, suffix)
+        final = index_path(out_log, suffix)
         if tmp.exists():
             os.replace(tmp, final)
         elif suffix == TXN_INDEX_SUFFIX:

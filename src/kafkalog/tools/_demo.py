@@ -10,12 +10,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import Compression, ControlRecordType, Log, LogCleaner, LogConfig, RecordBatchBuilder, TimestampType
+from .. import (
+    Compression,
+    ControlRecordType,
+    Log,
+    LogCleaner,
+    LogConfig,
+    RecordBatchBuilder,
+    TimestampType,
+    verify_path,
+)
 from ..producer_state.manager import AppendOrigin
 from ..errors import KafkalogError
 from ._compact import _compact_lines
 from ._tool import _problem_lines, _table, _Tool
-from ._verify import verify_path
 
 # ------------------------------------------------------------------------------------------------
 # demo: the whole library in one run
@@ -212,7 +220,7 @@ def _demo(tool: _Tool, log_dir: Path, main: _Main) -> None:
         log.close()
 
     tool.print()
-    tool.print("3. Verify: kafkalog.tools.verify_path (CRCs, offsets, indexes, snapshots, checkpoints)")
+    tool.print("3. Verify: kafkalog.verify_path (CRCs, offsets, indexes, snapshots, checkpoints)")
     report = verify_path(partition)
     if not report.ok:
         tool.status = 1

@@ -10,11 +10,14 @@ from typing import NamedTuple
 
 from .. import ControlRecordType, FileRecords, OffsetIndex, Record, RecordBatch, TimeIndex
 from ..checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, OffsetCheckpointFile
+from ..location import Location
 from ..producer_state.snapshot import decode_snapshot
 from ..recordbatch import COMPRESSION_CODEC_MASK
 from ..remote import is_remote, normalize_path
 from ..resync import next_valid_batch
 from ..transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION
+from ..verify.report import OFFSET_CHECKPOINTS
+from ..verify.segment_check import first_batch_base
 from ..errors import KafkalogError, RemoteReadError
 from ..protocol import (
     KRAFT_CONTROL_RECORDS,
@@ -25,7 +28,6 @@ from ..protocol import (
 )
 from ._dump_framing import _classify, _looks_foreign
 from ._dump_output import _BatchInfo, _JsonOutput, _RecordInfo, _TextOutput
-from ._files import Location
 from ._jvm import (
     _BOOTSTRAP_SNAPSHOT,
     _CODEC_NAMES,
@@ -39,8 +41,6 @@ from ._kafka_messages import (
     _offset_index_problem,
     _time_index_problem,
 )
-from ._verify_report import _OFFSET_CHECKPOINTS
-from ._verify_segment import first_batch_base
 
 # ------------------------------------------------------------------------------------------------
 # The dump
@@ -126,7 +126,7 @@ class _Dump:
         }
         if suffix in handlers:
             handler, kind = handlers[suffix]
-        elif suffix is None and name in _OFFSET_CHECKPOINTS:  # kafkalog extension
+        elif suffix is None and name in OFFSET_CHECKPOINTS:  # kafkalog extension
             handler, kind = self._offset_checkpoint, "offsetCheckpoint"
         elif suffix is None and name == LEADER_EPOCH_CHECKPOINT:  # kafkalog extension
             handler, kind = self._leader_epoch_checkpoint, "leaderEpochCheckpoint"

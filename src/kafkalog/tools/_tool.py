@@ -22,8 +22,8 @@ from typing import IO
 from ..filenames import cluster_metadata_dir_of, find_partition_dirs, partition_of, segment_logs
 from ..remote import is_remote
 from ..errors import KafkalogError
+from ..verify import Problem
 from ._progress import _ProgressBar
-from ._verify_report import Problem
 
 
 def _ts(ms: int | None) -> str:

@@ -1,11 +1,12 @@
 """Rebuilding a segment's indexes from its log (``kafkalog rebuild-index``).
 
 A segment's ``.index``, ``.timeindex`` and ``.txnindex`` are regenerated from its ``.log`` by
-the rule Kafka's ``LogSegment.recover`` applies (see :mod:`kafkalog.segment`): before a batch is
-counted, if more than ``index.interval.bytes`` were read since the last entry, add the offset
-entry (batch last offset, batch position) and the time entry (largest timestamp so far, last
-offset of its batch); at the end one time entry for the largest timestamp; the ``.txnindex``
-from the ABORT markers (:class:`~kafkalog.tools.TransactionTracker`). That is byte for byte what
+the rule Kafka's ``LogSegment.recover`` applies, the recovery step of
+:class:`kafkalog.segment_recovery.RecoveryStep` (offsets increasing within the 32-bit range of the
+base offset; before a batch is counted, if more than ``index.interval.bytes`` were read since the
+last entry, the offset entry and the time entry; at the end one time entry for the largest
+timestamp), and the ``.txnindex`` from the ABORT markers
+(:class:`~kafkalog.transaction_tracker.TransactionTracker`). That is byte for byte what
 Kafka's recovery writes, and what an append of one batch at a time writes. The ``.log`` is never
 modified: the indexes cover its valid part and the report says where and why it ends. The new
 files are written under a ``.tmp`` suffix and renamed over the old ones.
@@ -21,9 +22,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import FileRecords, OffsetIndex, TimeIndex, TransactionIndex
-from ..durable import TMP_SUFFIX, ensure_not_locked, fsync_dir
-from ..filenames import (
+from .durable import TMP_SUFFIX, ensure_not_locked, fsync_dir
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -32,15 +34,16 @@ from ..filenames import (
     segment_base_offset,
     segment_logs,
 )
-from ..memory_records import MIN_ENTRY_SIZE_FIELD
-from ..record import LOG_OVERHEAD, MAGIC_V2
-from ..errors import KafkalogError
-from ..varint import INT32_MAX as _INT32_MAX
-from ..transaction_tracker import TransactionTracker
-from ._verify_report import Progress, ProgressTicker
+from .index import OffsetIndex, TimeIndex
+from .memory_records import MIN_ENTRY_SIZE_FIELD
+from .progress import Progress, ProgressTicker
+from .record import LOG_OVERHEAD, RecordBatch
+from .segment_recovery import Refusal, RecoveryStep
+from .transaction_index import TransactionIndex
+from .transaction_tracker import TransactionTracker
 
 #: The smallest whole entry: a v0 message with a null key and value.
-_MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD
+MIN_ENTRY = LOG_OVERHEAD + MIN_ENTRY_SIZE_FIELD
 
 
 def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
@@ -53,7 +56,9 @@ def ensure_not_in_use(partition_dir: str | os.PathLike) -> None:
     ensure_not_locked(Path(partition_dir).resolve().parent)
 
 
-def _index_path(log_path: Path, suffix: str) -> Path:
+def index_path(log_path: Path, suffix: str) -> Path:
+    """The file of ``log_path``'s segment with ``suffix`` in place of ``.log`` (a transient suffix
+    after it kept: ``00..42.log.swap`` -> ``00..42.index.swap``)."""
     name = log_path.name
     return log_path.with_name(name[: name.index(LOG_SUFFIX)] + suffix + name[name.index(LOG_SUFFIX) + len(LOG_SUFFIX) :])
 
@@ -138,81 +143,93 @@ def rebuild_indexes(
     if index_interval_bytes < 0:
         raise KafkalogError(f"index.interval.bytes must be >= 0, not {index_interval_bytes}")
     ensure_not_in_use(log_path.parent)
-    tracker = tracker or TransactionTracker()
     ticker = ProgressTicker(progress)
-    targets = {s: _index_path(log_path, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
+    targets = {s: index_path(log_path, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)}
     tmps = {s: p.with_name(p.name + TMP_SUFFIX) for s, p in targets.items()}
     for tmp in tmps.values():
         tmp.unlink(missing_ok=True)  # a stale one would be opened and counted from its length
     size = log_path.stat().st_size
-    capacity = size // max(index_interval_bytes + 1, _MIN_ENTRY) + 2
-    offset_index = OffsetIndex(tmps[INDEX_SUFFIX], base, capacity * OffsetIndex.DTYPE.itemsize)
-    time_index = TimeIndex(tmps[TIME_INDEX_SUFFIX], base, (capacity + 1) * TimeIndex.DTYPE.itemsize)
+    capacity = size // max(index_interval_bytes + 1, MIN_ENTRY) + 2
+    step = RecoveryStep(
+        base, index_interval_bytes,
+        offset_index=OffsetIndex(tmps[INDEX_SUFFIX], base, capacity * OffsetIndex.DTYPE.itemsize),
+        time_index=TimeIndex(tmps[TIME_INDEX_SUFFIX], base, (capacity + 1) * TimeIndex.DTYPE.itemsize),
+    )
     txn_index = TransactionIndex(tmps[TXN_INDEX_SUFFIX], base)
-    batches = valid = since_entry = aborted = 0
-    previous = base - 1
-    max_ts, max_ts_offset = -1, -1
-    stopped: str | None = None
     try:
-        with FileRecords.open(log_path) as fr:
-            try:
-                for batch in fr.batches(validate=True, strict=True):
-                    last = batch.last_offset
-                    if last <= previous:
-                        stopped = f"offsets go backwards at position {valid} (offset {last} after {previous})"
-                        break
-                    if last - base > _INT32_MAX:
-                        stopped = f"offset {last} at position {valid} overflows the 32-bit range of the base offset"
-                        break
-                    previous = last
-                    if batch.max_timestamp > max_ts:
-                        max_ts, max_ts_offset = batch.max_timestamp, last
-                    if since_entry > index_interval_bytes:
-                        offset_index.append(last, valid)
-                        time_index.maybe_append(max_ts, max_ts_offset)
-                        since_entry = 0
-                    size_in_bytes = batch.size_in_bytes
-                    valid += size_in_bytes
-                    since_entry += size_in_bytes
-                    batches += 1
-                    ticker.add(size_in_bytes)
-                    if batch.magic == MAGIC_V2:
-                        end = tracker.on_batch(batch)
-                        txn = end.aborted_txn if end is not None else None
-                        if txn is not None:
-                            txn_index.append(txn)
-                            aborted += 1
-            except KafkalogError as e:
-                stopped = e.reason if e.position is None else f"at position {e.position}: {e.reason}"
-        time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-        offset_entries, time_entries = offset_index.entries, time_index.entries
-        offset_index.close()  # trims to the entries
-        time_index.close()
-        txn_index.close()
-        if aborted == 0 and not targets[TXN_INDEX_SUFFIX].exists():
-            tmps[TXN_INDEX_SUFFIX].unlink(missing_ok=True)  # Kafka creates it on the first entry
-        elif not tmps[TXN_INDEX_SUFFIX].exists():
-            tmps[TXN_INDEX_SUFFIX].touch()  # an existing one is emptied, as recovery empties it
-        changed = tuple(
-            targets[s].name for s in targets if tmps[s].exists() and not _same_bytes(tmps[s], targets[s])
-        )
-        if not dry_run:
-            for s in targets:
-                if tmps[s].exists():
-                    os.replace(tmps[s], targets[s])
-            fsync_dir(log_path.parent)
+        batches, aborted, stopped = _scan(log_path, step, tracker or TransactionTracker(), txn_index, ticker)
+        step.finish()
+        offset_entries, time_entries = step.offset_index.entries, step.time_index.entries  # type: ignore[union-attr]
+        changed = _install(log_path, targets, tmps, (step.offset_index, step.time_index, txn_index), aborted, dry_run)
     finally:
         ticker.flush()
-        for index in (offset_index, time_index):
-            index.close()
-        txn_index.close()
+        for index in (step.offset_index, step.time_index, txn_index):
+            index.close()  # type: ignore[union-attr]
         for tmp in tmps.values():
             tmp.unlink(missing_ok=True)
+    valid = step.valid_bytes
     if stopped is None and valid < size:
         stopped = f"{size - valid} bytes after position {valid} do not hold a whole batch"
     return RebuildReport(
         str(log_path), batches, valid, size, offset_entries, time_entries, aborted, changed, stopped, dry_run
     )
+
+
+def _scan(
+    log_path: Path, step: RecoveryStep, tracker: TransactionTracker, txn_index: TransactionIndex, ticker: ProgressTicker
+) -> tuple[int, int, str | None]:
+    """Feed every batch of the log to ``step`` and the ABORT markers' entries to ``txn_index``
+    until the valid part ends; return (batches indexed, aborted transactions, why it ended)."""
+    batches = aborted = 0
+    with FileRecords.open(log_path) as fr:
+        try:
+            for batch in fr.batches(validate=True, strict=True):
+                refusal = step.refusal(batch)
+                if refusal is not None:
+                    return batches, aborted, _refused(refusal, batch, step)
+                step.take(batch)
+                batches += 1
+                ticker.add(batch.size_in_bytes)
+                txn = tracker.aborted_txn(batch)
+                if txn is not None:
+                    txn_index.append(txn)
+                    aborted += 1
+        except KafkalogError as e:
+            return batches, aborted, e.reason if e.position is None else f"at position {e.position}: {e.reason}"
+    return batches, aborted, None
+
+
+def _refused(refusal: Refusal, batch: RecordBatch, step: RecoveryStep) -> str:
+    """Why the valid part ends before ``batch``, in words."""
+    last, valid = batch.last_offset, step.valid_bytes
+    if refusal is Refusal.BACKWARDS:
+        return f"offsets go backwards at position {valid} (offset {last} after {step.previous})"
+    return f"offset {last} at position {valid} overflows the 32-bit range of the base offset"
+
+
+def _install(
+    log_path: Path,
+    targets: dict[str, Path],
+    tmps: dict[str, Path],
+    indexes: tuple[OffsetIndex | None, TimeIndex | None, TransactionIndex],
+    aborted: int,
+    dry_run: bool,
+) -> tuple[str, ...]:
+    """Close the new indexes (trimming them), compare them with the files they replace and,
+    unless ``dry_run``, rename them over those; return the names of the files that change."""
+    for index in indexes:
+        index.close()  # type: ignore[union-attr]  # the offset and time indexes trim to their entries
+    if aborted == 0 and not targets[TXN_INDEX_SUFFIX].exists():
+        tmps[TXN_INDEX_SUFFIX].unlink(missing_ok=True)  # Kafka creates it on the first entry
+    elif not tmps[TXN_INDEX_SUFFIX].exists():
+        tmps[TXN_INDEX_SUFFIX].touch()  # an existing one is emptied, as recovery empties it
+    changed = tuple(targets[s].name for s in targets if tmps[s].exists() and not _same_bytes(tmps[s], targets[s]))
+    if not dry_run:
+        for s in targets:
+            if tmps[s].exists():
+                os.replace(tmps[s], targets[s])
+        fsync_dir(log_path.parent)
+    return changed
 
 
 def rebuild_path(

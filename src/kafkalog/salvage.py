@@ -4,7 +4,7 @@ Kafka's recovery truncates a segment at its first bad byte: everything after a c
 is lost, even the batches that are intact. :func:`salvage_segment` reads the source instead
 batch by batch, and after a corrupt region *resynchronises* on the next plausible batch (its
 offset, size and magic agree, then its CRC and header check out: see
-:func:`kafkalog.verify.next_valid_batch`), so that only the damaged bytes are lost. It writes
+:func:`kafkalog.resync.next_valid_batch`), so that only the damaged bytes are lost. It writes
 the valid batches, unchanged, to a new segment (with indexes rebuilt by Kafka's rule when the
 output is named like a segment) and reports what it skipped: each region's position, length
 and the reason.
@@ -33,15 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import Compression, FileRecords, RecordBatch
-from ..durable import TMP_SUFFIX, fsync_dir
-from ..filenames import LOG_SUFFIX
-from ..record import MAGIC_V2
-from ..resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
-from ..errors import KafkalogError, TruncatedRecordError
-from ..varint import INT32_MAX as _INT32_MAX
-from ._rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes
-from ._verify_report import Progress, ProgressTicker
+from .compression import Compression
+from .durable import TMP_SUFFIX, fsync_dir
+from .errors import KafkalogError, TruncatedRecordError
+from .file_records import FileRecords
+from .filenames import LOG_SUFFIX
+from .index_rebuild import RebuildReport, ensure_not_in_use, rebuild_indexes
+from .progress import Progress, ProgressTicker
+from .record import MAGIC_V2, RecordBatch
+from .resync import DEFAULT_MAX_RESYNC_BATCH, all_zero, next_valid_batch
+from .segment_recovery import MAX_RELATIVE_OFFSET
 
 
 class RepairedBatch(NamedTuple):
@@ -170,20 +171,18 @@ def salvage_segment(
     tmp = out.with_name(out.name + TMP_SUFFIX)
     tmp.unlink(missing_ok=True)
     ticker = ProgressTicker(progress)
-    with FileRecords.open(src) as fr:
-        size = fr.size_in_bytes
-        report = SalvageReport(str(src), str(out), size)
-        sink = FileRecords.open(tmp, create=True)
-        try:
-            _copy(fr, sink, size, base, report, ticker, max_batch_size)
-            ticker.flush()
-            sink.flush()
-        except BaseException:  # Ctrl-C included: no half-written output is left
-            sink.close()
-            tmp.unlink(missing_ok=True)
-            raise
-        sink.close()
-    os.replace(tmp, out)
+    try:
+        with FileRecords.open(src) as fr:
+            size = fr.size_in_bytes
+            report = SalvageReport(str(src), str(out), size)
+            with FileRecords.open(tmp, create=True) as sink:
+                _copy(fr, sink, size, base, report, ticker, max_batch_size)
+                ticker.flush()
+                sink.flush()
+        os.replace(tmp, out)
+    except BaseException:  # Ctrl-C included, at any point: no half-written output is left
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(out.parent)
     if write_indexes and _segment_base(out) is not None and out.name.endswith(LOG_SUFFIX):
         report.indexes = rebuild_indexes(out, index_interval_bytes=index_interval_bytes)
@@ -228,7 +227,7 @@ class _Window:
         refused = None
         if self.base is not None and first < self.base:
             refused = f"offset {first} is below the segment's base offset {self.base}"
-        elif self.base is not None and last - self.base > _INT32_MAX:
+        elif self.base is not None and last - self.base > MAX_RELATIVE_OFFSET:
             refused = f"offset {last} is beyond the 32-bit range of the base offset {self.base}"
         item = _Candidate(batch, first, last, refused)
         if refused is not None or (self.items and first <= self.items[-1].last):
@@ -363,7 +362,7 @@ def _copy(
                 pos + 1,
                 size,
                 min_offset=None if floor is None else floor + 1,
-                max_offset=None if base is None else base + _INT32_MAX,
+                max_offset=None if base is None else base + MAX_RELATIVE_OFFSET,
                 max_batch_size=max_batch_size,
             )
             nxt = size if resume is None else resume.position

@@ -1,4 +1,5 @@
-"""Verifying one segment."""
+"""``verify`` of one segment: every batch of its ``.log`` checked as Kafka's recovery checks it,
+its indexes checked beside the batches."""
 
 from __future__ import annotations
 
@@ -7,18 +8,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import Compression, ControlRecordType, FileRecords, OffsetIndex, RecordBatch, TimeIndex, TimestampType
+from ..compression import Compression
+from ..file_records import FileRecords
+from ..index import OffsetIndex, TimeIndex
 from ..checkpoint import EpochEntry
 from ..filenames import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_base_offset
-from ..record import MAGIC_V2
+from ..location import Location
+from ..progress import Progress, ProgressTicker
+from ..record import MAGIC_V2, ControlRecordType, RecordBatch, TimestampType
 from ..remote import SMALL_BLOCK_SIZE
 from ..resync import all_zero, next_valid_batch
 from ..errors import CorruptRecordError, KafkalogError, RemoteReadError, TruncatedRecordError
-from ._files import Location
-from ..varint import INT32_MAX as _INT32_MAX
+from ..segment_recovery import MAX_RELATIVE_OFFSET, Refusal, RecoveryStep
+from ..transaction_index import AbortedTxn
 from ..transaction_tracker import TransactionTracker, TxnEnd
-from ._verify_index import _entries, _OffsetIndexCheck, _read_txn_index, _TimeIndexCheck, _used_entries
-from ._verify_report import Problem, Progress, ProgressTicker, SegmentReport, _Problems
+from .index_check import OffsetIndexCheck, TimeIndexCheck, entries_text, read_txn_index, used_entries
+from .report import Problem, ProblemList, SegmentReport
 
 # ------------------------------------------------------------------------------------------------
 # One segment
@@ -64,7 +69,7 @@ def segment_base(log_path: Location) -> tuple[int, bool]:
         return base, False
 
 
-class _Context:
+class PartitionContext:
     """What the checks of one segment need from its partition."""
 
     def __init__(self) -> None:
@@ -91,17 +96,18 @@ class _SegmentScan:
         deep: bool,
         check_indexes: bool,
         progress: Progress | None,
-        context: _Context | None,
+        context: PartitionContext | None,
     ) -> None:
         self.path = log_path
         self.name = str(log_path)
         self.base, self.named = segment_base(log_path)
         self.deep = deep
+        self.step = RecoveryStep(self.base)  # Kafka's recovery rule: offsets, the max timestamp
         self.check_indexes = check_indexes
         self.ticker = ProgressTicker(progress)
-        self.ctx = context or _Context()
+        self.ctx = context or PartitionContext()
         self.sink: list[Problem] = []
-        self.problems = _Problems(self.sink)
+        self.problems = ProblemList(self.sink)
         self.batches = self.records = self.control = self.transactional = 0
         self.tombstones = 0
         self.first: int | None = None
@@ -113,8 +119,8 @@ class _SegmentScan:
         self.producers: set[int] = set()
         self.txn_ends: list[TxnEnd] = []
         self.txn_live_first: dict[int, int | None] = {}  # marker offset -> its txn's first batch at/after the log start
-        self.offset_check: _OffsetIndexCheck | None = None
-        self.time_check: _TimeIndexCheck | None = None
+        self.offset_check: OffsetIndexCheck | None = None
+        self.time_check: TimeIndexCheck | None = None
         self.index_entries: int | None = None
         self.time_entries: int | None = None
         self.aborted: int | None = None
@@ -144,7 +150,7 @@ class _SegmentScan:
                 name, None, f"{prefix}-corrupt",
                 f"{length} bytes is not a whole number of {entry_size}-byte entries (Kafka rebuilds such an index)",
             )
-        used = _used_entries(data, entry_size)
+        used = used_entries(data, entry_size)
         unused = length // entry_size - used
         if unused:
             self.problems.add(
@@ -161,11 +167,11 @@ class _SegmentScan:
         index, used, path = self._open_index(OffsetIndex, INDEX_SUFFIX, "offset index", 8)
         if index is not None:
             self.index_entries = used
-            self.offset_check = _OffsetIndexCheck(index, used, str(path), self.problems)
+            self.offset_check = OffsetIndexCheck(index, used, str(path), self.problems)
         tindex, tused, tpath = self._open_index(TimeIndex, TIME_INDEX_SUFFIX, "time index", 12)
         if tindex is not None:
             self.time_entries = tused
-            self.time_check = _TimeIndexCheck(tindex, tused, str(tpath), self.problems)
+            self.time_check = TimeIndexCheck(tindex, tused, str(tpath), self.problems)
 
     def close(self) -> None:
         for index in self.open_indexes:
@@ -258,7 +264,7 @@ class _SegmentScan:
             return
         resume = next_valid_batch(
             fr, pos + 1, size, min_offset=(self.last + 1 if self.last is not None else self.base),
-            max_offset=self.base + _INT32_MAX,
+            max_offset=self.base + MAX_RELATIVE_OFFSET,
         )
         after = (
             f"; valid batches resume at position {resume.position} (kafkalog salvage recovers them)"
@@ -306,26 +312,11 @@ class _SegmentScan:
             except KafkalogError as e:
                 self.add(position, "invalid-record", f"v{magic} message at offset {last}: {e.reason}")
         previous = self.last
-        if last < (self.base if previous is None else previous + 1):
-            if previous is None:
-                self.add(
-                    position, "offset-below-base",
-                    f"batch ending at offset {last} lies below the segment's base offset {self.base}; "
-                    f"Kafka's recovery truncates from here",
-                )
-            else:
-                self.add(
-                    position, "offsets-not-monotonic",
-                    f"batch ending at offset {last} follows offset {previous}; Kafka's recovery truncates from here",
-                )
+        refusal = self.step.refusal(batch)
+        if refusal is not None:
+            self._refused(refusal, position, last, previous)
             return False
-        if last - self.base > _INT32_MAX:
-            self.add(
-                position, "offset-overflow",
-                f"offset {last} is beyond the 32-bit range of the base offset {self.base} (a segment of a broker before "
-                f"0.11: Kafka splits it when it loads it; kafkalog's recovery truncates here)",
-            )
-            return False
+        self.step.take(batch)
         if previous is not None and first <= previous:
             self.add(position, "offsets-not-monotonic", f"batch starting at offset {first} overlaps offset {previous}")
         elif previous is None and first < self.base:
@@ -368,11 +359,31 @@ class _SegmentScan:
         if self.offset_check is not None:
             self.offset_check.on_batch(position, last)  # type: ignore[arg-type]
         if self.time_check is not None:
-            self.time_check.on_batch(first, last, max_ts)
+            self.time_check.on_batch(first, last, (self.step.max_timestamp, self.step.offset_of_max_timestamp))
         if magic == MAGIC_V2:
             self._transactions(batch)
             self._epoch(batch)
         return True
+
+    def _refused(self, refusal: Refusal, position: int | None, last: int, previous: int | None) -> None:
+        """Report the batch at ``position`` whose offsets end the valid data (Kafka's recovery rule)."""
+        if refusal is Refusal.OVERFLOW:
+            self.add(
+                position, "offset-overflow",
+                f"offset {last} is beyond the 32-bit range of the base offset {self.base} (a segment of a broker before "
+                f"0.11: Kafka splits it when it loads it; kafkalog's recovery truncates here)",
+            )
+        elif previous is None:
+            self.add(
+                position, "offset-below-base",
+                f"batch ending at offset {last} lies below the segment's base offset {self.base}; "
+                f"Kafka's recovery truncates from here",
+            )
+        else:
+            self.add(
+                position, "offsets-not-monotonic",
+                f"batch ending at offset {last} follows offset {previous}; Kafka's recovery truncates from here",
+            )
 
     def _transactions(self, batch: RecordBatch) -> None:
         ctx = self.ctx
@@ -410,74 +421,82 @@ class _SegmentScan:
         path = _sibling(self.path, TXN_INDEX_SUFFIX)
         name = str(path)
         try:
-            entries = _read_txn_index(path, self.problems, self.base) if path.exists() else []
+            entries = read_txn_index(path, self.problems, self.base) if path.exists() else []
         except OSError as e:
             self.problems.add(name, None, "unreadable", f"cannot read the transaction index: {e.strerror or e}")
             return
         self.aborted = len(entries) if path.exists() else None
         by_last = {txn.last_offset: (i, txn) for i, txn in entries}
         for end in self.txn_ends:
-            found = by_last.pop(end.marker_offset, None)
-            if end.control_type is ControlRecordType.COMMIT:
-                if found is not None:
-                    i, txn = found
-                    self.problems.add(
-                        name, i, "txnindex-mismatch",
-                        f"entry {i} (producer {txn.producer_id}, offsets {txn.first_offset}..{txn.last_offset}) names a "
-                        f"COMMIT marker as an aborted transaction",
-                    )
-                continue
-            # A transaction that began below the log start offset: recovery rebuilds producer
-            # state from the log start (Kafka's truncateAndReload drops the snapshots at or below
-            # it), so it indexes the transaction from its first batch in the replayed segments,
-            # or not at all when none is at or after the log start (no consumer can read those).
-            live = self.txn_live_first.get(end.marker_offset)
-            began_below_start = end.first_offset is not None and end.first_offset < self.ctx.log_start
-            if found is None:
-                # Without a batch of the transaction seen, Kafka writes no entry either (an empty
-                # transaction, or one whose batches the cleaner removed); with one, it does.
-                if end.first_offset is not None and not (began_below_start and live is None):
-                    missing = "" if self.aborted is not None else f"there is no {path.name}: "
-                    self.problems.add(
-                        name, None, "txnindex-mismatch",
-                        f"{missing}no entry for the transaction of producer {end.producer_id} aborted at offset "
-                        f"{end.marker_offset} (its data starts at offset {end.first_offset}): read_committed "
-                        f"consumers would see its records",
-                    )
-                continue
-            i, txn = found
-            if txn.producer_id != end.producer_id:
+            self._check_marker(end, by_last.pop(end.marker_offset, None), path)
+        self._check_unclaimed(by_last, damaged, name)
+
+    def _check_marker(self, end: TxnEnd, found: tuple[int, AbortedTxn] | None, path: Location) -> None:
+        """Check the ``.txnindex`` entry (``found``, or None) naming the marker ``end``'s offset."""
+        name = str(path)
+        if end.control_type is ControlRecordType.COMMIT:
+            if found is not None:
+                i, txn = found
                 self.problems.add(
                     name, i, "txnindex-mismatch",
-                    f"entry {i} names producer {txn.producer_id} for the ABORT marker of producer {end.producer_id} at "
-                    f"offset {end.marker_offset}",
+                    f"entry {i} (producer {txn.producer_id}, offsets {txn.first_offset}..{txn.last_offset}) names a "
+                    f"COMMIT marker as an aborted transaction",
                 )
-                continue
-            if end.first_offset is None:
-                continue
-            if began_below_start and end.first_offset <= txn.first_offset <= (end.marker_offset if live is None else live):
-                continue
-            if end.first_offset < txn.first_offset:
+            return
+        # A transaction that began below the log start offset: recovery rebuilds producer
+        # state from the log start (Kafka's truncateAndReload drops the snapshots at or below
+        # it), so it indexes the transaction from its first batch in the replayed segments,
+        # or not at all when none is at or after the log start (no consumer can read those).
+        live = self.txn_live_first.get(end.marker_offset)
+        began_below_start = end.first_offset is not None and end.first_offset < self.ctx.log_start
+        if found is None:
+            # Without a batch of the transaction seen, Kafka writes no entry either (an empty
+            # transaction, or one whose batches the cleaner removed); with one, it does.
+            if end.first_offset is not None and not (began_below_start and live is None):
+                missing = "" if self.aborted is not None else f"there is no {path.name}: "
                 self.problems.add(
-                    name, i, "txnindex-mismatch",
-                    f"entry {i} says the transaction of producer {txn.producer_id} aborted at offset {txn.last_offset} "
-                    f"began at offset {txn.first_offset}, but it has a batch at offset {end.first_offset}",
+                    name, None, "txnindex-mismatch",
+                    f"{missing}no entry for the transaction of producer {end.producer_id} aborted at offset "
+                    f"{end.marker_offset} (its data starts at offset {end.first_offset}): read_committed "
+                    f"consumers would see its records",
                 )
-            elif end.first_offset > txn.first_offset and txn.first_offset >= (self.ctx.start or 0):
-                self.problems.add(
-                    name, i, "txnindex-mismatch",
-                    f"entry {i} says the transaction of producer {txn.producer_id} aborted at offset {txn.last_offset} "
-                    f"began at offset {txn.first_offset}; its first batch here is at offset {end.first_offset} (the "
-                    f"cleaner may have removed the others)",
-                    "warning",
-                )
-            elif self.ctx.txn_exact and end.last_stable_offset != txn.last_stable_offset:
-                self.problems.add(
-                    name, i, "txnindex-mismatch",
-                    f"entry {i} has last stable offset {txn.last_stable_offset}; the transactions open when it aborted "
-                    f"give {end.last_stable_offset}",
-                    "warning",
-                )
+            return
+        i, txn = found
+        if txn.producer_id != end.producer_id:
+            self.problems.add(
+                name, i, "txnindex-mismatch",
+                f"entry {i} names producer {txn.producer_id} for the ABORT marker of producer {end.producer_id} at "
+                f"offset {end.marker_offset}",
+            )
+            return
+        if end.first_offset is None:
+            return
+        if began_below_start and end.first_offset <= txn.first_offset <= (end.marker_offset if live is None else live):
+            return
+        if end.first_offset < txn.first_offset:
+            self.problems.add(
+                name, i, "txnindex-mismatch",
+                f"entry {i} says the transaction of producer {txn.producer_id} aborted at offset {txn.last_offset} "
+                f"began at offset {txn.first_offset}, but it has a batch at offset {end.first_offset}",
+            )
+        elif end.first_offset > txn.first_offset and txn.first_offset >= (self.ctx.start or 0):
+            self.problems.add(
+                name, i, "txnindex-mismatch",
+                f"entry {i} says the transaction of producer {txn.producer_id} aborted at offset {txn.last_offset} "
+                f"began at offset {txn.first_offset}; its first batch here is at offset {end.first_offset} (the "
+                f"cleaner may have removed the others)",
+                "warning",
+            )
+        elif self.ctx.txn_exact and end.last_stable_offset != txn.last_stable_offset:
+            self.problems.add(
+                name, i, "txnindex-mismatch",
+                f"entry {i} has last stable offset {txn.last_stable_offset}; the transactions open when it aborted "
+                f"give {end.last_stable_offset}",
+                "warning",
+            )
+
+    def _check_unclaimed(self, by_last: dict[int, tuple[int, AbortedTxn]], damaged: bool, name: str) -> None:
+        """Report the ``.txnindex`` entries no ABORT marker claimed."""
         beyond = []
         last_valid = -1 if self.last is None else self.last
         for i, txn in sorted(by_last.values()):
@@ -492,13 +511,13 @@ class _SegmentScan:
         if beyond:
             self.problems.add(
                 name, beyond[0], "txnindex-mismatch",
-                f"{_entries(len(beyond))} from entry {beyond[0]} on name offsets past the last valid batch; Kafka's "
+                f"{entries_text(len(beyond))} from entry {beyond[0]} on name offsets past the last valid batch; Kafka's "
                 f"recovery rebuilds the index",
                 "warning",
             )
 
 
-def _run_scan(log_path: Location, deep: bool, check_indexes: bool, progress: Progress | None, ctx: _Context | None) -> SegmentReport:
+def check_segment(log_path: Location, deep: bool, check_indexes: bool, progress: Progress | None, ctx: PartitionContext | None) -> SegmentReport:
     scan = _SegmentScan(log_path, deep=deep, check_indexes=check_indexes, progress=progress, context=ctx)
     if scan.ctx.start is None:
         scan.ctx.start = scan.base
@@ -545,4 +564,4 @@ def verify_segment(
     path = Location.of(log_path, storage_options)
     if path.is_remote and not path.is_file():
         raise KafkalogError("No such file", file=str(path))
-    return _run_scan(path, deep, check_indexes, progress, None)
+    return check_segment(path, deep, check_indexes, progress, None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..checkpoint import (
@@ -15,13 +14,8 @@ from ..checkpoint import (
 
 #: Problems of one kind kept per file; the rest are counted in one last problem of that kind.
 MAX_PROBLEMS_PER_KIND = 20
-#: How many bytes a progress callback is told about at a time (at most; less at the end).
-PROGRESS_STEP = 1 << 20
-
-#: A callable told how many more bytes were processed (for progress bars).
-Progress = Callable[[int], None]
-
-_OFFSET_CHECKPOINTS = (
+#: The log directory's offset checkpoint files (``verify`` compares them with each partition).
+OFFSET_CHECKPOINTS = (
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -219,7 +213,7 @@ def _count(counted: int | None, problems: list[Problem], severity: str) -> int:
     return sum(1 for p in problems if p.severity == severity and not p.summary)
 
 
-class _Problems:
+class ProblemList:
     """Problems of one file, at most :data:`MAX_PROBLEMS_PER_KIND` per kind listed; ``errors``
     and ``warnings`` count them all."""
 
@@ -250,26 +244,3 @@ class _Problems:
                     Problem(path, None, kind, f"{extra} more problems of this kind not listed", severity, summary=True)
                 )
         self._counts.clear()
-
-
-class ProgressTicker:
-    """Hands byte counts to a progress callback in steps of :data:`PROGRESS_STEP` (call
-    :meth:`flush` at the end for the rest)."""
-
-    __slots__ = ("_cb", "_pending")
-
-    def __init__(self, cb: Progress | None) -> None:
-        self._cb = cb
-        self._pending = 0
-
-    def add(self, n: int) -> None:
-        if self._cb is not None:
-            self._pending += n
-            if self._pending >= PROGRESS_STEP:
-                self._cb(self._pending)
-                self._pending = 0
-
-    def flush(self) -> None:
-        if self._cb is not None and self._pending:
-            self._cb(self._pending)
-            self._pending = 0

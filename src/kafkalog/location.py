@@ -1,11 +1,11 @@
-"""Where the read-only commands (``dump``, ``verify``, ``stat``) read: a local path, or a URL
-of any filesystem fsspec knows (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``, ...; credentials
-and endpoint from fsspec's usual configuration), read in place through one
+"""Where the read-only operations (``verify``, the CLI's ``dump`` and ``stat``) read: a local
+path, or a URL of any filesystem fsspec knows (``s3://``, ``gs://``, ``abfs://``, ``hdfs://``,
+...; credentials and endpoint from fsspec's usual configuration), read in place through one
 :class:`kafkalog.remote.Storage`.
 
-A :class:`Location` is one file or directory with the few pathlib operations the commands use.
-On the local filesystem each is pathlib's own, so the commands behave on disk exactly as they
-always did. On a remote one:
+A :class:`Location` is one file or directory with the few pathlib operations the readers use.
+On the local filesystem each is pathlib's own, so they behave on disk exactly as with a path.
+On a remote one:
 
 - a directory is listed once per run (one request on an object store: names, sizes, and the
   common prefixes that are its directories) and the listing answers every later question
@@ -28,18 +28,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import FileRecords
-from ..filenames import partition_dir_names, segment_log_names
-from ..remote import DEFAULT_BLOCK_SIZE, Storage, is_remote, normalize_path
-from ..errors import KafkalogError
+from .errors import KafkalogError
+from .file_records import FileRecords
+from .filenames import partition_dir_names, segment_log_names
+from .remote import DEFAULT_BLOCK_SIZE, Storage, is_remote, normalize_path
 
 #: What a directory holds: files (name -> size) and directory names; None: no such directory.
 _Listing = tuple[dict[str, int], list[str]]
 
 
 class _Remote:
-    """One remote filesystem and the listings taken of it in this run (the store is not
-    changed by the commands; a listing is taken once)."""
+    """One remote filesystem and the listings taken of it in this run (the readers do not
+    change the store; a listing is taken once)."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage

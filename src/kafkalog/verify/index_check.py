@@ -1,21 +1,22 @@
-"""Index checks, streamed beside the batches."""
+"""``verify``'s index checks: the offset and time index entries checked against the batches as they
+stream past, and the transaction index read and checked entry by entry."""
 
 from __future__ import annotations
 
-from .. import AbortedTxn, OffsetIndex, TimeIndex
-from ..transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION
-from ._files import Location
-from ._verify_report import _Problems
+from ..index import OffsetIndex, TimeIndex
+from ..location import Location
+from ..transaction_index import TXN_INDEX_ENTRY, TXN_INDEX_VERSION, AbortedTxn
+from .report import ProblemList
 
 # ------------------------------------------------------------------------------------------------
 # Index checks (streamed beside the batches)
 
 
-def _entries(n: int) -> str:
+def entries_text(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
 
 
-def _used_entries(data: bytes, entry_size: int) -> int:
+def used_entries(data: bytes, entry_size: int) -> int:
     """Entries of an index file's content ``data`` before the trailing run of all-zero
     entries (a preallocated, untrimmed index)."""
     whole = len(data) - len(data) % entry_size
@@ -27,7 +28,7 @@ class _IndexCheck:
     """The entries of an index (the first ``used``), pulled one at a time as the batches stream
     past; problems are reported against the index file, entry by entry."""
 
-    def __init__(self, index: OffsetIndex | TimeIndex, used: int, path: str, problems: _Problems) -> None:
+    def __init__(self, index: OffsetIndex | TimeIndex, used: int, path: str, problems: ProblemList) -> None:
         self._index = index
         self._n = used
         self._i = 0
@@ -39,10 +40,10 @@ class _IndexCheck:
         self._p.add(self._path, entry, kind, f"entry {entry}: {message}")
 
 
-class _OffsetIndexCheck(_IndexCheck):
+class OffsetIndexCheck(_IndexCheck):
     """Kafka's offset index rule checked entry by entry as the batches stream past."""
 
-    def __init__(self, index: OffsetIndex, used: int, path: str, problems: _Problems) -> None:
+    def __init__(self, index: OffsetIndex, used: int, path: str, problems: ProblemList) -> None:
         super().__init__(index, used, path, problems)
         self._pending: tuple[int, int, int] | None = None  # (entry, offset, position)
         self._next = self._pull()
@@ -115,18 +116,17 @@ class _OffsetIndexCheck(_IndexCheck):
         if beyond:
             self._p.add(
                 self._path, beyond[0], "index-mismatch",
-                f"{_entries(len(beyond))} from entry {beyond[0]} on point past the valid data (which ends at byte "
+                f"{entries_text(len(beyond))} from entry {beyond[0]} on point past the valid data (which ends at byte "
                 f"{valid_bytes}); Kafka's recovery rebuilds the index",
                 "warning",
             )
 
 
-class _TimeIndexCheck(_IndexCheck):
+class TimeIndexCheck(_IndexCheck):
     """Kafka's time index rule checked entry by entry as the batches stream past."""
 
-    def __init__(self, index: TimeIndex, used: int, path: str, problems: _Problems) -> None:
+    def __init__(self, index: TimeIndex, used: int, path: str, problems: ProblemList) -> None:
         super().__init__(index, used, path, problems)
-        self._max = (-1, -1)  # (largest batch max timestamp so far, last offset of its batch)
         self._next = self._pull()
 
     def _pull(self) -> tuple[int, int, int] | None:
@@ -149,21 +149,20 @@ class _TimeIndexCheck(_IndexCheck):
             return i, timestamp, offset
         return None
 
-    def on_batch(self, first_offset: int, last_offset: int, max_timestamp: int) -> None:
-        if max_timestamp > self._max[0]:
-            self._max = (max_timestamp, last_offset)
+    def on_batch(self, first_offset: int, last_offset: int, largest: tuple[int, int]) -> None:
+        """Check the entries up to ``last_offset``; ``largest`` is (the largest batch max
+        timestamp so far, the last offset of its batch), as recovery follows it."""
         entry = self._next
         while entry is not None and entry[2] <= last_offset:
             i, timestamp, offset = entry
             if offset < first_offset:
                 self._add(i, "timeindex-mismatch", f"(timestamp {timestamp}, offset {offset}): no batch holds offset {offset}")
-            elif (timestamp, last_offset) != self._max:
-                largest, at = self._max
+            elif (timestamp, last_offset) != largest:
                 self._add(
                     i,
                     "timeindex-mismatch",
                     f"(timestamp {timestamp}, offset {offset}): the largest timestamp up to offset {last_offset} is "
-                    f"{largest} (in the batch ending at offset {at})",
+                    f"{largest[0]} (in the batch ending at offset {largest[1]})",
                 )
             entry = self._pull()
         self._next = entry
@@ -186,14 +185,14 @@ class _TimeIndexCheck(_IndexCheck):
         if beyond:
             self._p.add(
                 self._path, beyond[0], "timeindex-mismatch",
-                f"{_entries(len(beyond))} from entry {beyond[0]} on point past the last valid batch"
+                f"{entries_text(len(beyond))} from entry {beyond[0]} on point past the last valid batch"
                 + ("" if last_offset is None else f" (offset {last_offset})")
                 + "; Kafka's recovery rebuilds the index",
                 "warning",
             )
 
 
-def _read_txn_index(path: Location, problems: _Problems, base_offset: int) -> list[tuple[int, AbortedTxn]]:
+def read_txn_index(path: Location, problems: ProblemList, base_offset: int) -> list[tuple[int, AbortedTxn]]:
     """The entries of a ``.txnindex`` as (entry number, txn); malformed ones are reported."""
     data = path.read_bytes()
     name = str(path)

@@ -1,4 +1,5 @@
-"""``verify``: a read-only fsck of log files, partition and log directories."""
+"""``verify`` of a path: a read-only fsck of a log file, a partition directory or a log directory,
+local or remote."""
 
 from __future__ import annotations
 
@@ -34,17 +35,18 @@ from ..filenames import (
 )
 from ..producer_state.snapshot import decode_snapshot
 from ..errors import CorruptCheckpointError, KafkalogError
-from ._files import Location
-from ._verify_report import _OFFSET_CHECKPOINTS, PartitionReport, Progress, SegmentReport, VerifyReport, _Problems
-from ._verify_segment import _Context, _run_scan, first_batch_base
+from ..location import Location
+from ..progress import Progress
+from .report import OFFSET_CHECKPOINTS, PartitionReport, ProblemList, SegmentReport, VerifyReport
+from .segment_check import PartitionContext, check_segment, first_batch_base
 
 
 class _LogDirOffsets:
     """The log directory's offset checkpoints, parsed once (problems reported once)."""
 
-    def __init__(self, log_dir: Location, problems: _Problems) -> None:
+    def __init__(self, log_dir: Location, problems: ProblemList) -> None:
         self.files: dict[str, dict[tuple[str, int], int]] = {}
-        for name in _OFFSET_CHECKPOINTS:
+        for name in OFFSET_CHECKPOINTS:
             path = log_dir / name
             if not path.exists():
                 continue
@@ -61,7 +63,7 @@ class _LogDirOffsets:
         return self.files.get(name, {}).get(tp)
 
 
-def _leftovers(directory: Location, problems: _Problems) -> None:
+def _leftovers(directory: Location, problems: ProblemList) -> None:
     names = sorted(directory.files())
     logs = {n for n in names if n.endswith(LOG_SUFFIX)}
     for name in names:
@@ -81,7 +83,7 @@ def _leftovers(directory: Location, problems: _Problems) -> None:
                 problems.add(path, None, "orphan-index", "an index file without its .log; Kafka deletes it", "warning")
 
 
-def _snapshots(directory: Location, problems: _Problems, log_end: int | None) -> None:
+def _snapshots(directory: Location, problems: ProblemList, log_end: int | None) -> None:
     names = sorted(name for name in directory.files() if name.endswith(SNAPSHOT_SUFFIX))
     for name in names:
         path = directory / name
@@ -105,7 +107,7 @@ def _snapshots(directory: Location, problems: _Problems, log_end: int | None) ->
             )
 
 
-def _epoch_context(directory: Location, problems: _Problems, ctx: _Context, log_start: int) -> None:
+def _epoch_context(directory: Location, problems: ProblemList, ctx: PartitionContext, log_start: int) -> None:
     path = directory / LEADER_EPOCH_CHECKPOINT
     if not path.exists():
         return
@@ -133,14 +135,14 @@ def _epoch_context(directory: Location, problems: _Problems, ctx: _Context, log_
 def _verify_partition(
     directory: Location,
     report: VerifyReport,
-    problems: _Problems,
+    problems: ProblemList,
     offsets: _LogDirOffsets | None,
     deep: bool,
     progress: Progress | None,
 ) -> None:
     tp = partition_of(str(directory))
     logs = directory.segment_logs()
-    ctx = _Context()
+    ctx = PartitionContext()
     checkpointed_start = offsets.get(LOG_START_OFFSET_CHECKPOINT, tp) if offsets else None
     first_base = segment_base_offset(str(logs[0])) if logs else (checkpointed_start or 0)
     log_start = max(first_base, checkpointed_start or 0)
@@ -159,7 +161,7 @@ def _verify_partition(
     size = 0
     for log_path in logs:
         try:
-            seg = _run_scan(log_path, deep, True, progress, ctx)
+            seg = check_segment(log_path, deep, True, progress, ctx)
         except OSError as e:
             problems.add(str(log_path), None, "unreadable", str(e.strerror or e))
             continue
@@ -202,7 +204,7 @@ def _verify_partition(
 
 
 def _check_offsets(
-    directory: Location, offsets: _LogDirOffsets, tp: tuple[str, int], log_start: int, log_end: int, problems: _Problems
+    directory: Location, offsets: _LogDirOffsets, tp: tuple[str, int], log_start: int, log_end: int, problems: ProblemList
 ) -> None:
     log_dir = directory.parent
     name = f"{tp[0]}-{tp[1]}"
@@ -244,7 +246,7 @@ def _has_kafka_files(directory: Location) -> bool:
     return False
 
 
-def _leftover_dirs(log_dir: Location, problems: _Problems) -> None:
+def _leftover_dirs(log_dir: Location, problems: ProblemList) -> None:
     for name in log_dir.listing()[1]:
         m = SPECIAL_DIR.match(name)
         if m and m["kind"] in ("delete", "stray"):
@@ -254,12 +256,12 @@ def _leftover_dirs(log_dir: Location, problems: _Problems) -> None:
 
 def _checkpoint_reader(name: str):
     """The class that reads the text checkpoint file ``name``, or None for another file."""
-    if name in _OFFSET_CHECKPOINTS:
+    if name in OFFSET_CHECKPOINTS:
         return OffsetCheckpointFile
     return {LEADER_EPOCH_CHECKPOINT: LeaderEpochCheckpointFile, PARTITION_METADATA: PartitionMetadataFile}.get(name)
 
 
-def _verify_file(path: Location, report: VerifyReport, problems: _Problems, deep: bool, progress: Progress | None) -> None:
+def _verify_file(path: Location, report: VerifyReport, problems: ProblemList, deep: bool, progress: Progress | None) -> None:
     name = path.name
     reader = _checkpoint_reader(name)
     if reader is not None:
@@ -282,10 +284,10 @@ def _verify_file(path: Location, report: VerifyReport, problems: _Problems, deep
             log_path = path.with_name(stem + LOG_SUFFIX + rest[len(suffix) :])
             if not log_path.exists():
                 raise KafkalogError(f"no {log_path.name} beside this index to check it against", file=str(path))
-            report.segments.append(_run_scan(log_path, deep, True, progress, None))
+            report.segments.append(check_segment(log_path, deep, True, progress, None))
             return
     if first_batch_base(path) is not None:  # e.g. salvage output under another name
-        report.segments.append(_run_scan(path, deep, True, progress, None))
+        report.segments.append(check_segment(path, deep, True, progress, None))
         return
     raise KafkalogError(
         "not a Kafka log file (expected <offset>.log|.index|.timeindex|.txnindex|.snapshot, a checkpoint, "
@@ -329,7 +331,7 @@ def verify_path(
     """
     path = Location.of(path, storage_options)
     report = VerifyReport(str(path))
-    problems = _Problems(report.other)
+    problems = ProblemList(report.other)
     if not path.exists():
         if path.is_remote:
             raise KafkalogError("No such file or directory", file=str(path))
@@ -338,12 +340,12 @@ def verify_path(
         _verify_file(path, report, problems, deep, progress)
     elif _has_kafka_files(path):
         parent_offsets = None
-        if partition_of(str(path)) is not None and any((path.parent / n).exists() for n in _OFFSET_CHECKPOINTS):
-            parent_offsets = _LogDirOffsets(path.parent, _Problems([]))  # the log dir's files: not reported here
+        if partition_of(str(path)) is not None and any((path.parent / n).exists() for n in OFFSET_CHECKPOINTS):
+            parent_offsets = _LogDirOffsets(path.parent, ProblemList([]))  # the log dir's files: not reported here
         _verify_partition(path, report, problems, parent_offsets, deep, progress)
     else:
         partitions, log_dirs = _partition_dirs(path)
-        checkpoints = [n for n in _OFFSET_CHECKPOINTS if (path / n).exists()]
+        checkpoints = [n for n in OFFSET_CHECKPOINTS if (path / n).exists()]
         if not checkpoints and not any(_has_kafka_files(d) for d in partitions):
             hint = (
                 f"; the directories below look like log directories: verify them ({', '.join(d.name for d in log_dirs)})"
