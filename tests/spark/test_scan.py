@@ -21,7 +21,7 @@ from kafkalog.spark._discovery import _discover
 from kafkalog.spark._options import _ReadOptions
 from kafkalog.spark._partition import _PartitionLog
 from kafkalog.spark._plan import _plan, _resolve_bounds
-from kafkalog.spark._read import _read_slice
+from kafkalog.spark._slice_read import _read_slice
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=128, retention_ms=-1)
 

@@ -42,7 +42,7 @@ from ..protocol import (
     offset_commit_key,
     offset_commit_value,
 )
-from ._group import (
+from ._group_metadata import (
     COMPLETING_REBALANCE,
     CONSUMER_PROTOCOL_TYPE,
     DEAD,

@@ -4,7 +4,7 @@ Unmodified Kafka clients produce to it, fetch from it and list offsets; every pa
 :class:`~kafkalog.log.Log` in ``<log dir>/<topic>-<partition>``, so what it stores is what a
 Kafka broker would store, and Fetch responses carry record bytes straight from the segment files
 with ``sendfile``. Single node (node id 0 by default, leader of everything, leader epoch 0), no
-transactions, no TLS or SASL; consumer groups have a single-node coordinator (``_groups.py``). See ``docs/broker.md``.
+transactions, no TLS or SASL; consumer groups have a single-node coordinator (``_coordinator.py``, its requests in ``_group_requests.py``). See ``docs/broker.md``.
 
 Run it with ``kafkalog broker --log-dir DIR [--listen HOST:PORT] [--config key=value ...]``
 (:func:`main`), or in-process::
@@ -62,7 +62,7 @@ from ._admin import _AdminHandlers
 from ._admin_configs import _ConfigAdminHandlers
 from ._admin_topics import _TopicAdminHandlers
 from ._data import _DataHandlers
-from ._groups import _GroupHandlers
+from ._group_requests import _GroupHandlers
 from ._limits import descriptor_limit, open_descriptors
 from ._state import _Close
 from ._unsupported import PEER, client_id_of
@@ -170,7 +170,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
-            # the group coordinator (_groups.py)
+            # the group coordinator (_group_requests.py)
             ApiKey.JOIN_GROUP: self._join_group,
             ApiKey.SYNC_GROUP: self._sync_group,
             ApiKey.HEARTBEAT: self._heartbeat,

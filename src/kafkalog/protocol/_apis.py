@@ -11,7 +11,7 @@ Produce (0)        0-8      records stay a memoryview of the request (no copy); 
 Fetch (1)          4-11     records may be file slices, sent with sendfile after the headers
 ListOffsets (2)    1-5
 Metadata (3)       0-8
-FindCoordinator    0-4      and the other group coordinator APIs: see ``_groups.py``
+FindCoordinator    0-4      and the other group coordinator APIs: see ``_group_apis.py``
 (10)
 ApiVersions (18)   0-3      v3 is flexible (compact strings/arrays, tagged fields); a request
                             above v3 is answered in the v0 layout (Kafka's KIP-511 rule)
@@ -49,7 +49,7 @@ from ._admin_apis import (
     DESCRIBE_CONFIGS_RESPONSE,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
 )
-from ._groups import (
+from ._group_apis import (
     DELETE_GROUPS_REQUEST,
     DELETE_GROUPS_RESPONSE,
     DESCRIBE_GROUPS_REQUEST,
@@ -398,7 +398,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
         ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1, INCREMENTAL_ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
-        # the group coordinator (_groups.py)
+        # the group coordinator (_group_apis.py)
         ApiSpec(ApiKey.OFFSET_COMMIT, 0, 8, 8, OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
         ApiSpec(ApiKey.OFFSET_FETCH, 1, 8, 6, OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),
         ApiSpec(ApiKey.JOIN_GROUP, 0, 9, 6, JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE),

@@ -17,7 +17,7 @@ directory with offset and time bounds, read_committed and corruption handling.
 The public API of this package is what it exports here; its modules are private. Planning
 and reading need no pyspark: ``_options`` (read options), ``_discovery`` (partition
 directories and segments), ``_partition`` (one partition log's bounds and indexes), ``_plan``
-(bounds and input partitions), ``_read`` (a slice on the executor), ``_stats``, ``_reader``
+(bounds and input partitions), ``_slice_read`` (a slice on the executor), ``_stats``, ``_python_reader``
 (the public reader). The pyspark side: ``_compat`` (the optional imports), ``_source`` (the
 data source and batch reader), ``_stream`` (the stream reader), ``_write`` (the writer),
 ``_sink`` (the streaming sink); its
@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._discovery import INTERNAL_TOPICS
-from ._reader import (
+from ._python_reader import (
     PartitionColumns,
     TopicRecord,
     read_arrow,

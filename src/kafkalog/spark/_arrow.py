@@ -16,7 +16,7 @@ from ..errors import InvalidRecordError
 from ._compat import pa
 from ._options import _ReadOptions
 from ._plan import _Slice
-from ._read import _BatchHeaders, _read_slice_batches
+from ._slice_read import _BatchHeaders, _read_slice_batches
 
 #: Spark's Kafka source schema (``KafkaRecordToRowConverter``), headers appended when asked for.
 SCHEMA_DDL = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"

@@ -59,7 +59,7 @@ would see the earlier filter's pruning: with pushdown on, run each query on a Da
 own (``spark.read...load()`` again) -- queries on fresh DataFrames never see another's filters.
 
 Planning and reading (pyspark-free) live in ``_options``, ``_discovery``, ``_partition``,
-``_plan`` and ``_read``; pyspark is imported in ``_compat`` only, and this module, ``_arrow``
+``_plan`` and ``_slice_read``; pyspark is imported in ``_compat`` only, and this module, ``_arrow``
 (Spark's schema), ``_stream`` (the stream reader) and ``_write`` (the writer) build on it.
 """
 

@@ -22,7 +22,7 @@ from ._consumer_offsets import (
 )
 from ._convert import ConvertReport, convert_path, convert_segment
 from ._demo import SAMPLE_PARTITION, build_sample
-from ._groups import PartitionLag, consumer_group_lag, group_lag
+from ._describe_groups import PartitionLag, consumer_group_lag, group_lag
 from ._summary import summarise
 
 __all__ = [

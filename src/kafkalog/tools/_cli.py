@@ -37,7 +37,7 @@ from ._decoders import (
 from ._demo import _run_demo
 from ._dump import _Dump, _Options
 from ._dump_output import _JsonOutput, _TextOutput
-from ._groups import _run_groups
+from ._describe_groups import _run_groups
 from ._jvm import _CODEC_NAMES, _DEFAULT_MAX_MESSAGE_SIZE
 from ._summary import summarise
 from ._tool import _Tool

@@ -28,7 +28,7 @@ from ._discovery import _discover
 from ._options import DEFAULT_MAX_RECORDS_PER_BATCH, _ReadOptions
 from ._partition import _PartitionLog
 from ._plan import _plan, _resolve_bounds
-from ._read import _read_slice
+from ._slice_read import _read_slice
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
