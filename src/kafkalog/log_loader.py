@@ -560,15 +560,14 @@ def open_partition(
     it has none), the ``leader-epoch-checkpoint`` (rebuilt from the batches when corrupt), the
     producer state and :func:`load_log`. A ``read_only`` open notes in ``logdir.changes`` what a
     writable one would change, in the order the steps decide it."""
-    changes = logdir.changes if read_only else None
     clean = logdir.consume_clean_marker()
     recovery_point, log_start = logdir.read_offsets(tp)
     if topic_id is not None:
-        check_partition_metadata(directory, topic_id, changes)
-    leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory, changes)
+        check_partition_metadata(directory, topic_id, read_only=read_only, changes=logdir.changes)
+    leader_epoch_cache, rebuild_epochs = open_leader_epoch_cache(directory, read_only=read_only, changes=logdir.changes)
     kwargs: dict = {} if producer_id_expiration_ms is None else {"producer_id_expiration_ms": producer_id_expiration_ms}
-    if changes is not None:
-        kwargs["overlay"] = SnapshotOverlay(changes)
+    if read_only:
+        kwargs["overlay"] = SnapshotOverlay(logdir.changes)
     producer_state = ProducerStateManager(directory, **kwargs)
     loaded = load_log(
         directory,
@@ -581,7 +580,7 @@ def open_partition(
         clock=clock,
         jitter=jitter,
         read_only=read_only,
-        changes=changes,
+        changes=logdir.changes if read_only else None,
     )
     if rebuild_epochs:
         rebuild_leader_epochs(leader_epoch_cache, loaded.segments.values(), loaded.log_start_offset)
@@ -620,13 +619,15 @@ class _PendingEpochCheckpoint(LeaderEpochCheckpointFile):
             self._changes.append(note)
 
 
-def open_leader_epoch_cache(directory: Path, changes: list[str] | None = None) -> tuple[LeaderEpochFileCache, bool]:
+def open_leader_epoch_cache(
+    directory: Path, *, read_only: bool, changes: list[str]
+) -> tuple[LeaderEpochFileCache, bool]:
     """The partition's leader-epoch cache from its ``leader-epoch-checkpoint``, and whether it
     must be rebuilt from the batches (:func:`rebuild_leader_epochs`): a corrupt checkpoint is
-    dropped rather than failing the load, as Kafka recreates it. With ``changes`` (a read-only
-    open) nothing is written or deleted; the changes are noted there instead."""
+    dropped rather than failing the load, as Kafka recreates it. ``read_only``: nothing is
+    written or deleted; what would be is noted in ``changes``."""
     path = directory / LEADER_EPOCH_CHECKPOINT
-    if changes is not None:
+    if read_only:
         epoch_file: LeaderEpochCheckpointFile = _PendingEpochCheckpoint(path, changes)
         if path.with_name(path.name + TMP_SUFFIX).exists():
             changes.append(f"would delete {path}{TMP_SUFFIX}")
@@ -637,7 +638,7 @@ def open_leader_epoch_cache(directory: Path, changes: list[str] | None = None) -
         return LeaderEpochFileCache(epoch_file), False
     except CorruptCheckpointError as e:
         _log.warning("rebuilding corrupt leader epoch checkpoint %s: %s", epoch_file.path, e)
-        if changes is None:
+        if not read_only:
             epoch_file.path.unlink(missing_ok=True)
         else:
             changes.append(f"would delete the corrupt {path}")
@@ -645,15 +646,16 @@ def open_leader_epoch_cache(directory: Path, changes: list[str] | None = None) -
         return LeaderEpochFileCache(epoch_file), True
 
 
-def check_partition_metadata(directory: Path, topic_id: str, changes: list[str] | None = None) -> None:
-    """Write ``partition.metadata`` with ``topic_id`` if it has none.
+def check_partition_metadata(directory: Path, topic_id: str, *, read_only: bool, changes: list[str]) -> None:
+    """Write ``partition.metadata`` with ``topic_id`` if it has none (``read_only``: note in
+    ``changes`` that it would be written).
 
     Raises:
         InvalidConfigError: it holds another topic id.
     """
     metadata = PartitionMetadataFile(directory / PARTITION_METADATA)
     if not metadata.exists():
-        if changes is None:
+        if not read_only:
             metadata.write(topic_id)
         else:
             changes.append(f"would write {metadata.path} (topic id {topic_id})")
