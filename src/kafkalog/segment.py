@@ -18,6 +18,7 @@ headers. Not thread-safe: the partition log serialises appends, truncation and c
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +84,11 @@ class LogSegment:
     ) -> None:
         self.log = log
         self.read_only = read_only
+        # Held while the files are fsynced and while they are closed: a flush running on the
+        # log's background thread (the flush after a roll) and a deletion on the caller's
+        # thread (file.delete.delay.ms=0) must not interleave, or the fsync meets a closed
+        # descriptor. A flush after the close raises LogClosedError.
+        self._files_lock = threading.RLock()
         self.offset_index = offset_index
         self.time_index = time_index
         self.txn_index = txn_index
@@ -575,24 +581,30 @@ class LogSegment:
         self.txn_index.sanity_check()
 
     def flush(self) -> None:
-        """fsync the log and the indexes."""
-        self.log.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        """fsync the log and the indexes.
+
+        Raises:
+            LogClosedError: the segment was closed (deleted) before.
+        """
+        with self._files_lock:
+            self.log.flush()
+            self.offset_index.flush()
+            self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self) -> None:
         """Final time entry, trim and close every file."""
-        if self.log.closed:
-            return
-        if not self.read_only and self._max_loaded:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
-            )
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
-        self.log.close()
+        with self._files_lock:
+            if self.log.closed:
+                return
+            if not self.read_only and self._max_loaded:
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+                )
+            self.offset_index.close()
+            self.time_index.close()
+            self.txn_index.close()
+            self.log.close()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file from ``old_suffix`` to ``new_suffix`` (``""``, ``.cleaned``,
@@ -613,12 +625,13 @@ class LogSegment:
 
     def delete_if_exists(self) -> None:
         """Close and delete every file of the segment."""
-        path = self.log.path
-        self.log.close()
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        self.offset_index.delete_if_exists()
-        self.time_index.delete_if_exists()
-        self.txn_index.delete_if_exists()
+        with self._files_lock:
+            path = self.log.path
+            self.log.close()
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            self.offset_index.delete_if_exists()
+            self.time_index.delete_if_exists()
+            self.txn_index.delete_if_exists()

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import DATA, MATRIX, examples, wait_until
+from conftest import DATA, MATRIX, examples, scaled, wait_until
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -939,3 +939,57 @@ def test_main_job_builds_and_summarises_a_sample_partition(tmp_path, capsys) -> 
     out = capsys.readouterr().out
     assert "sample-0: offsets [0, 69)" in out and "all CRCs NOT valid" not in out
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_roll_flush_racing_a_deletion_meets_no_closed_descriptor(open_log, monkeypatch) -> None:
+    """The flush after a roll runs on the log's background thread; with file.delete.delay.ms=0
+    retention deletes (closes) the rolled segment on the caller's thread. The two must not
+    interleave: the fsync met a closed descriptor (EBADF) on the background thread."""
+    import os
+
+    from kafkalog import segment as segment_module
+
+    log = open_log(LogConfig(segment_bytes=1024, file_delete_delay_ms=0, retention_bytes=1))
+    tasks: list = []
+    log._scheduler.schedule = lambda delay, task: tasks.append(task)  # run by the test
+    while not tasks:
+        log.append(batch(3, value_size=100))
+    entered, go = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        segment_log = os.readlink(f"/proc/self/fd/{fd}").endswith(".log")
+        if threading.current_thread().name == "roll-flush" and segment_log and not entered.is_set():
+            entered.set()
+            go.wait(scaled(10))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    errors: list[BaseException] = []
+
+    def run_flush() -> None:
+        try:
+            tasks.pop(0)()
+        except BaseException as e:  # noqa: BLE001 - what the scheduler thread would log
+            errors.append(e)
+
+    flusher = threading.Thread(target=run_flush, name="roll-flush")
+    flusher.start()
+    assert entered.wait(scaled(10))
+    closing = threading.Event()
+    real_close = segment_module.LogSegment.delete_if_exists
+
+    def observed_delete(self) -> None:
+        closing.set()
+        real_close(self)
+
+    monkeypatch.setattr(segment_module.LogSegment, "delete_if_exists", observed_delete)
+    deleter = threading.Thread(target=log.delete_old_segments)
+    deleter.start()
+    assert closing.wait(scaled(10))
+    deleter.join(0.2)  # without the segment's lock it closes the files now, mid-fsync
+    go.set()
+    flusher.join(scaled(10))
+    deleter.join(scaled(10))
+    assert not flusher.is_alive() and not deleter.is_alive()
+    assert not errors, errors
