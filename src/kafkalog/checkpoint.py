@@ -61,7 +61,9 @@ from .durable import write_atomically
 from .errors import CorruptCheckpointError
 from .filenames import validate_topic_name
 from .remote import is_remote
-from .varint import INT32_MAX, INT32_MIN
+from .varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+
+_INT64 = (INT64_MIN, INT64_MAX)
 
 # File names (Kafka's LogManager, LogCleanerManager, ReplicaManager, LeaderEpochCheckpointFile,
 # PartitionMetadataFile).
@@ -75,7 +77,6 @@ PARTITION_METADATA = "partition.metadata"
 _VERSION = 0  # the only version of every checkpoint format and of partition.metadata
 
 _INT32 = (INT32_MIN, INT32_MAX)
-_INT64 = (-(2**63), 2**63 - 1)
 
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # BufferedReader.readLine
 _JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")  # java.util.regex \s

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from .log import Log
 from .segment import LogSegment
+from .varint import INT64_MAX as _INT64_MAX
 
 _log = logging.getLogger("kafkalog.cleaner")
 
 #: Kafka's "no timestamp yet" bound for the compaction-delay computation (``Long.MAX_VALUE``).
-_INT64_MAX = 2**63 - 1
 
 
 def non_active_segments_from(log: Log, offset: int) -> list[LogSegment]:

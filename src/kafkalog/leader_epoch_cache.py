@@ -37,13 +37,13 @@ from typing import NamedTuple
 from .checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from .errors import InvalidOffsetError
 from .varint import INT32_MAX
+from .varint import INT64_MAX as _INT64_MAX
 
 #: Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH`` / ``UNDEFINED_EPOCH``: no epoch known.
 UNDEFINED_EPOCH = -1
 #: Kafka's ``UNDEFINED_EPOCH_OFFSET``: no end offset known.
 UNDEFINED_EPOCH_OFFSET = -1
 
-_INT64_MAX = 2**63 - 1
 
 _Entries = tuple[EpochEntry, ...]
 

@@ -44,9 +44,8 @@ from collections.abc import Mapping
 
 from .errors import InvalidConfigError
 from .varint import INT32_MAX
+from .varint import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN
 
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 _DAY_MS = 24 * 60 * 60 * 1000
 #: Java's ``Integer.parseInt``/``Long.parseLong`` syntax: a sign, then decimal digits (ASCII
 #: here: no blanks, no ``_`` separators, which Python's ``int`` would take).

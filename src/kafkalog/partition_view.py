@@ -40,9 +40,10 @@ from .remote import SMALL_BLOCK_SIZE, Storage
 from .resync import BAD_BATCH_ERRORS, batch_at
 from .transaction_index import AbortedTxn, TransactionIndex
 from .transaction_tracker import TransactionTracker
+from .varint import INT64_MAX
 
 #: An offset above every real one: the end of a log whose tail cannot be framed (``SKIP``).
-NO_END = 2**63 - 1
+NO_END = INT64_MAX
 
 
 class OnCorruption(enum.Enum):

@@ -43,12 +43,12 @@ from .recordbatch import RECORD_BATCH_OVERHEAD
 from .transaction_index import AbortedTxn, TransactionIndex
 from .transaction_tracker import TransactionTracker
 from .varint import INT32_MAX
+from .varint import INT64_MAX as _INT64_MAX
 
 #: The largest offset relative to a segment's base offset (its indexes store 32-bit relative offsets).
 MAX_RELATIVE_OFFSET = INT32_MAX
 #: Bytes read per compiled scan call (a batch larger than this is read and handled on its own).
 CHUNK = 4 << 20
-_INT64_MAX = 2**63 - 1
 #: What ends the valid part of a segment during recovery (everything after it is truncated).
 RECOVERY_STOPS = (CorruptRecordError, InvalidRecordError, TruncatedRecordError)
 

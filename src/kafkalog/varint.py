@@ -17,7 +17,8 @@ MAX_VARLONG_BYTES = 10
 #: Java's ``Integer.MIN_VALUE``/``MAX_VALUE``: the bounds of Kafka's int32 fields (sizes, counts,
 #: sequences, epochs) and the reach of a segment's 32-bit relative offsets. Declared once, here.
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: Java's ``Long.MIN_VALUE`` and ``Long.MAX_VALUE``.
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def zigzag_encode(value: int) -> int:
@@ -73,7 +74,7 @@ def encode_varlong(value: int) -> bytes:
     small = _SMALL.get(value)
     if small is not None:
         return small
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"varlong value {value} does not fit in a signed 64-bit integer")
     return _encode_unsigned(zigzag_encode(value))
 

@@ -15,6 +15,7 @@ from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 from ._group_config import GROUP_KEYS, GroupConfig
 from ..varint import INT32_MAX, INT32_MIN
+from ..varint import INT64_MAX as _INT64_MAX
 
 _log = logging.getLogger(__package__)
 
@@ -24,7 +25,6 @@ _VERBATIM = 0
 _SAME = 1
 _MINUTE_MS = 60_000
 _HOUR_MS = 3_600_000
-_INT64_MAX = 2**63 - 1
 #: The least ``fetch.max.bytes`` Kafka accepts.
 _FETCH_MAX_BYTES_MIN = 1024
 #: A single node can keep one replica of a partition only.

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
 from ..varint import INT32_MAX
+from ..varint import INT64_MAX as _INT64_MAX
 
-_INT64_MAX = 2**63 - 1
 _MINUTE_MS = 60_000
 
 

@@ -21,11 +21,11 @@ from typing import Any, overload
 from ..log_config import parse_config_bool, parse_config_int
 from ..remote import Storage, normalize_path
 from ..errors import InvalidConfigError
+from ..varint import INT64_MAX as _LONG_MAX
 
 #: Spark's JSON codes for the earliest and the latest offset of a partition.
 EARLIEST, LATEST = -2, -1
 _MiB = 1 << 20
-_LONG_MAX = 2**63 - 1
 #: Defaults of ``maxBytesPerPartition`` and ``maxRecordsPerBatch``.
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * _MiB
 DEFAULT_MAX_RECORDS_PER_BATCH = 65536

@@ -9,8 +9,8 @@ import re
 from collections.abc import Callable
 
 from ..protocol import java_string_hash
+from ..varint import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # DumpLogSegments' --max-message-size default
 _CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")  # CompressionType.name by id
 _BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"  # BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME
