@@ -45,8 +45,12 @@ class HighWatermark:
             given = log_end_offset
         elif given is None:
             given = self._logdir.read_offset(self._logdir.high_watermarks, self._tp)
-        start = log_start_offset if given is None else given
-        self.set(min(max(start, log_start_offset), log_end_offset))
+        self.set_within(log_start_offset if given is None else given, log_start_offset, log_end_offset)
+
+    def set_within(self, offset: int, log_start_offset: int, log_end_offset: int) -> int:
+        """Move to ``offset`` clamped to ``[log_start_offset, log_end_offset]`` (Kafka's
+        ``updateHighWatermark``)."""
+        return self.set(min(max(offset, log_start_offset), log_end_offset))
 
     def set(self, offset: int) -> int:
         """Move to ``offset`` (the callers apply Kafka's bounds); completed transactions whose
@@ -62,11 +66,11 @@ class HighWatermark:
         if not self.replicated:
             self.set(log_end_offset)
 
-    def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
-        """Follow the log end down, and never stay below the log start (``UnifiedLog.truncateTo``,
-        ``truncateFullyAndStartAt``, ``updateLogStartOffset``)."""
+    def keep_within(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Follow the log end down (a truncation) and the log start up, never leaving them
+        (``UnifiedLog.truncateTo``, ``truncateFullyAndStartAt``, ``updateLogStartOffset``)."""
         if self.offset > log_end_offset or self.offset < log_start_offset:
-            self.set(max(min(self.offset, log_end_offset), log_start_offset))
+            self.set_within(self.offset, log_start_offset, log_end_offset)
 
     def checkpoint(self) -> None:
         """Write a replica's line of ``replication-offset-checkpoint`` (atomically, keeping the

@@ -168,16 +168,17 @@ class Log:
         self._closed = False
         self._tp = (topic, partition)
         self._read_only = read_only
-        self._replicated = replicated
         self._logdir = LogDir.open_read_only(directory.parent) if read_only else LogDir.acquire(directory.parent, self._tp)
         try:
-            self._load(topic_id, producer_id_expiration_ms, high_watermark)
+            self._load(topic_id, producer_id_expiration_ms, replicated, high_watermark)
         except BaseException:
             self._logdir.release(self._tp, directory.name, clean=False)
             raise
         return self
 
-    def _load(self, topic_id: str | None, producer_id_expiration_ms: int | None, high_watermark: int | None) -> None:
+    def _load(
+        self, topic_id: str | None, producer_id_expiration_ms: int | None, replicated: bool, high_watermark: int | None
+    ) -> None:
         directory = self.directory
         loaded, self.leader_epoch_cache, self.producer_state = open_partition(
             directory, self.config, self._logdir, self._tp, read_only=self._read_only, topic_id=topic_id,
@@ -199,7 +200,7 @@ class Log:
             offset=loaded.log_end_offset, segment_base_offset=active.base_offset, position=active.size
         )
         self._hw = HighWatermark(
-            replicated=self._replicated, producer_state=self.producer_state, logdir=self._logdir, tp=self._tp
+            replicated=replicated, producer_state=self.producer_state, logdir=self._logdir, tp=self._tp
         )
         self._hw.load(high_watermark, log_start_offset=self._log_start_offset, log_end_offset=self._end.offset)
         self._last_flush_ms = self._clock()
@@ -245,7 +246,7 @@ class Log:
         log_end_offset]`` and return it (Kafka's ``updateHighWatermark``: a follower takes the
         leader's, a new leader initialises its own)."""
         with self._lock:
-            return self._hw.set(min(max(offset, self._log_start_offset), self._end.offset))
+            return self._hw.set_within(offset, self._log_start_offset, self._end.offset)
 
     def maybe_update_high_watermark(self, offset: int) -> int | None:
         """:meth:`update_high_watermark`, returning the new value only when it changed (Kafka's
@@ -720,7 +721,7 @@ class Log:
             self._log_start_offset = min(offset, self._log_start_offset)
             self.producer_state.truncate_and_reload(self._log_start_offset, offset, self._clock())
             rebuild_producer_state(self.producer_state, self._segments, self._log_start_offset, offset, self._clock())
-            self._hw.on_truncate(offset, self._log_start_offset)
+            self._hw.keep_within(self._log_start_offset, offset)
             self._checkpoint_offsets()
             self._truncate_cleaner_checkpoint(offset)
             return True
@@ -756,7 +757,7 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
         self._log_start_offset = log_start
         rebuild_producer_state(self.producer_state, self._segments, log_start, offset, self._clock())
-        self._hw.on_truncate(offset, log_start)
+        self._hw.keep_within(log_start, offset)
         self._checkpoint_offsets()
         self._truncate_cleaner_checkpoint(offset)
 
@@ -801,7 +802,7 @@ class Log:
         self._log_start_offset = offset
         if self._recovery_point < offset:
             self._recovery_point = offset
-        self._hw.on_truncate(self._end.offset, offset)
+        self._hw.keep_within(offset, self._end.offset)
         self._retention.log_start_offset_moved(offset)
 
     def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:

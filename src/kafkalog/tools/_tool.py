@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..filenames import cluster_metadata_dir_of, find_partition_dirs, partition_of, segment_logs
+from ..filenames import (
+    cluster_metadata_dir_of,
+    cluster_metadata_marker,
+    find_partition_dirs,
+    partition_of,
+    segment_logs,
+)
 from ..remote import is_remote
 from ..errors import KafkalogError
 from ..verify import Problem
@@ -153,7 +159,8 @@ class _Tool:
         leaves alone (:func:`_left_alone`) is skipped with a line saying why (with ``--json`` a
         record ``{"partition", "skipped": true, "reason"}``), and the run goes on."""
         for directory in directories:
-            reason = _left_alone(directory, topic_rules or {})
+            # PATH, and so every directory above these, was refused or passed already.
+            reason = _left_alone(directory, topic_rules or {}, ancestors=False)
             if reason is None:
                 yield directory
             elif getattr(self.args, "json", False):
@@ -209,12 +216,18 @@ def _partitions_at(arg: str, *, not_a_dir: str | None = None) -> list[Path]:
     return partitions
 
 
-def _left_alone(path: Path, topic_rules: Mapping[str, str]) -> str | None:
+def _left_alone(path: Path, topic_rules: Mapping[str, str], *, ancestors: bool = True) -> str | None:
     """Why a writing command must not write to ``path``, or None. Never to a KRaft metadata log
     (or anything in one: Kafka trims that log only behind its own snapshots, never by a topic's
     retention or compaction, and a producer snapshot or index written there is no Kafka's);
-    never to a partition of a topic in ``topic_rules`` (topic -> why, a command's own rule)."""
-    found = cluster_metadata_dir_of(path)
+    never to a partition of a topic in ``topic_rules`` (topic -> why, a command's own rule).
+    ``ancestors=False``: the directories above ``path`` are known not to be one (one listing,
+    not one per ancestor, for each partition of a log directory)."""
+    if ancestors:
+        found = cluster_metadata_dir_of(path)
+    else:
+        marker = cluster_metadata_marker(path)
+        found = None if marker is None else (Path(os.path.abspath(path)), marker)
     if found is not None:
         kraft, marker = found
         inside = "" if kraft == Path(os.path.abspath(path)) else f"lies in {kraft}: "
