@@ -53,9 +53,11 @@ from ._records import (
     CONSUMER_PROTOCOL_SUBSCRIPTION,
     GROUP_METADATA_VALUE,
     KRAFT_CONTROL_RECORDS,
+    REMOTE_LOG_METADATA_RECORDS,
     TRANSACTION_LOG_KEY,
     TRANSACTION_LOG_VALUE,
     coordinator_record_schemas,
+    share_coordinator_record_schemas,
 )
 from ._types import (
     BOOL,
@@ -118,6 +120,8 @@ __all__ = [
     "write_message",
     "to_json",
     "coordinator_record_schemas",
+    "share_coordinator_record_schemas",
+    "REMOTE_LOG_METADATA_RECORDS",
     "GROUP_METADATA_VALUE",
     "CONSUMER_PROTOCOL_SUBSCRIPTION",
     "CONSUMER_PROTOCOL_ASSIGNMENT",

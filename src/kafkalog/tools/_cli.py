@@ -32,6 +32,8 @@ from ._decoders import (
     _decoder_for_class,
     _DecoderParser,
     _OffsetsParser,
+    _RemoteLogMetadataParser,
+    _ShareGroupStateParser,
     _TransactionLogParser,
 )
 from ._demo import _run_demo
@@ -164,6 +166,16 @@ def _add_dump(sub) -> None:
         help="parse records as KRaft metadata records (__cluster_metadata logs and KRaft snapshots)",
     )
     parser.add_argument(
+        "--remote-log-metadata-decoder",
+        action="store_true",
+        help="parse records as __remote_log_metadata records of tiered storage's topic-based metadata manager",
+    )
+    parser.add_argument(
+        "--share-group-state-decoder",
+        action="store_true",
+        help="parse records as __share_group_state share group state records",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
     )
 
@@ -197,6 +209,10 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         parser_obj, deprecations = _TransactionLogParser(), []
     elif args.cluster_metadata_decoder:
         parser_obj, deprecations = _ClusterMetadataParser(), []
+    elif args.remote_log_metadata_decoder:
+        parser_obj, deprecations = _RemoteLogMetadataParser(), []
+    elif args.share_group_state_decoder:
+        parser_obj, deprecations = _ShareGroupStateParser(), []
     else:
         parser_obj = _DecoderParser(decoders["key"], decoders["value"])
     # Kafka: any decoder option implies --print-data-log, which implies --deep-iteration.
@@ -206,6 +222,8 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         or args.offsets_decoder
         or args.transaction_log_decoder
         or args.cluster_metadata_decoder
+        or args.remote_log_metadata_decoder
+        or args.share_group_state_decoder
         or any(getattr(args, name) is not None for name in decoder_options)
     )
     files = [f for group in args.files for f in group.split(",") if f]
