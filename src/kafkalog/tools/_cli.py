@@ -455,17 +455,27 @@ def _add_groups(sub) -> argparse.ArgumentParser:
     """``kafkalog groups``'s parser."""
     parser = sub.add_parser(
         "groups",
-        help="committed offsets and lag per consumer group, read from __consumer_offsets (read-only)",
+        help="committed offsets and lag per group (classic, consumer and share), read from __consumer_offsets "
+             "(read-only)",
         description=(
-            "Describe consumer groups as kafka-consumer-groups.sh --describe does, offline: the offsets committed in "
-            "the __consumer_offsets partitions of DIR, the log end offsets of the partitions beside them, and the lag. "
-            "Nothing is written."
+            "Describe groups as kafka-consumer-groups.sh and kafka-share-groups.sh --describe do, offline: classic, "
+            "consumer (KIP-848) and share (KIP-932) groups, the offsets committed in the __consumer_offsets "
+            "partitions of DIR, the log end offsets of the partitions beside them, and the lag. Nothing is written."
         ),
     )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="a log directory (several for a broker's JBOD directories)")
     parser.add_argument("--group", metavar="GROUP", help="only this group")
-    parser.add_argument("--verbose", action="store_true", help="also the commit's leader epoch, time and metadata")
-    parser.add_argument("--json", action="store_true", help="one JSON object per group and partition (documented in docs/cli.md)")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true",
+                      help="each group's members (kafka-consumer-groups.sh --describe --members); --verbose adds "
+                           "their assignments")
+    view.add_argument("--state", action="store_true",
+                      help="each group's type (classic, consumer, share), assignment strategy, state and member count")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also the commit's leader epoch, time and metadata (with --members: the assignment)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per group and partition, or per group with --members/--state "
+                             "(documented in docs/cli.md)")
     return parser
 
 

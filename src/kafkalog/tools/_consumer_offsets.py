@@ -4,8 +4,9 @@ The group coordinator's own loading rule (Kafka's ``GroupMetadataManager.loadGro
 :class:`kafkalog.protocol.OffsetsLoader`, which the broker's coordinator loads with too) is
 applied to every ``__consumer_offsets-<n>`` partition of the log directories given, in offset
 order. Offsets of a group whose metadata was deleted are kept as a group that only commits
-(Kafka's ``emptyGroupOffsets``); record types this coordinator does not know (the KIP-848
-consumer group records, types 3-8) are skipped, as Kafka 3.x skips unknown keys.
+(Kafka's ``emptyGroupOffsets``); the consumer (KIP-848) and share (KIP-932) groups' records
+(types 3-16) are replayed as Kafka 4.0's coordinator replays them; record types Kafka 4.0 does
+not declare are skipped, as Kafka skips unknown keys.
 
 Files are only read: segments through :class:`kafkalog.FileRecords` (never ``Log.open``, which
 takes a lock and rewrites checkpoints), log end offsets through the core's read-only
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .. import FileRecords, RecordBatch
+from ..checkpoint import PARTITION_METADATA, PartitionMetadataFile
 from ..filenames import PARTITION_DIR, find_partition_dirs, segment_logs
 from ..partition_view import OnCorruption, PartitionView
 from ..resync import BAD_BATCH_ERRORS
@@ -93,7 +95,7 @@ def read_consumer_offsets(*log_dirs: str | os.PathLike) -> ConsumerOffsets:
             loader.load_batch(batch)
         if loader.unknown:
             result.warnings.append(
-                f"{directory}: {loader.unknown} records of other types (KIP-848 consumer groups, or unknown) skipped"
+                f"{directory}: {loader.unknown} records of unknown types skipped"
             )
     return result
 
@@ -128,4 +130,20 @@ def log_end_offsets(*log_dirs: str | os.PathLike) -> dict[tuple[str, int], int]:
     for directory, topic, partition in _partition_dirs(log_dirs):
         end = log_end_offset(directory)
         out[(topic, partition)] = max(end, out.get((topic, partition), end))
+    return out
+
+
+def topic_names(*log_dirs: str | os.PathLike) -> dict[str, str]:
+    """The name of each topic id the log directories know, from their partitions'
+    ``partition.metadata`` (the consumer and share groups' records name topics by id).
+    Read-only; a missing or malformed ``partition.metadata`` names nothing."""
+    out: dict[str, str] = {}
+    for directory, topic, _ in _partition_dirs(log_dirs):
+        path = directory / PARTITION_METADATA
+        if not path.is_file():
+            continue
+        try:
+            out[PartitionMetadataFile(path).read()] = topic
+        except (KafkalogError, OSError):
+            continue  # a topic kafkalog cannot name by this file is shown by its id
     return out
