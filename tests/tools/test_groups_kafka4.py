@@ -84,8 +84,21 @@ def commit(group: str, partition: int, offset: int):
     return offset_commit_key(group, "orders", partition), offset_commit_value(offset, 0, "", TS)
 
 
-def write_offsets(root: Path, records: list[tuple[bytes, bytes | None]]) -> None:
-    directory = root / "__consumer_offsets-0"
+def share_state(kind: str, group: str, partition: int, start: int | None):
+    """A ``__share_group_state`` record: a snapshot or update of a share-partition (None
+    ``start``: its tombstone)."""
+    key = {"groupId": group, "topicId": ORDERS, "partition": partition}
+    if kind == "snapshot":
+        value = None if start is None else {"snapshotEpoch": 0, "stateEpoch": 1, "leaderEpoch": 0,
+                                            "startOffset": start, "stateBatches": []}
+        return coordinator_record("ShareSnapshotKey", key, "ShareSnapshotValue", value)
+    value = {"snapshotEpoch": 0, "leaderEpoch": 0, "startOffset": start,
+             "stateBatches": [{"firstOffset": 6, "lastOffset": 6, "deliveryState": 2, "deliveryCount": 1}]}
+    return coordinator_record("ShareUpdateKey", key, "ShareUpdateValue", value)
+
+
+def write_offsets(root: Path, records: list[tuple[bytes, bytes | None]], topic: str = "__consumer_offsets") -> None:
+    directory = root / f"{topic}-0"
     directory.mkdir(parents=True, exist_ok=True)
     with FileRecords.open(directory / "00000000000000000000.log", create=True) as fr:
         for n, (key, value) in enumerate(records):  # one record a batch, as the coordinator appends
@@ -132,6 +145,12 @@ def log_dir(tmp_path: Path) -> Path:
         group_epoch(s, "sg-empty", 1), member(s, "sg-empty", "x", "share-c2"), current(s, "sg-empty", "x", 1, [0]),
         current(s, "sg-empty", "x", None), member(s, "sg-empty", "x", None),
     ])
+    # The share group's progress: orders-0 moved by an update, orders-1 not (start offset -1),
+    # and a share-partition whose state was deleted.
+    write_offsets(root, [
+        share_state("snapshot", "sg", 0, 4), share_state("snapshot", "sg", 1, 2), share_state("update", "sg", 0, 6),
+        share_state("update", "sg", 1, -1), share_state("snapshot", "sg", 2, 1), share_state("snapshot", "sg", 2, None),
+    ], topic="__share_group_state")
     return root
 
 
@@ -154,9 +173,12 @@ def test_lag_rows_with_members_of_a_consumer_group(log_dir: Path) -> None:
         7, 10, 3, "m1", "c1", "/10.0.0.1")
     assert (r1.current_offset, r1.log_end_offset, r1.lag, r1.consumer_id) == (2, 5, 3, "m2")
     assert (r0.group_type, r0.state) == ("consumer", "Stable")
-    share = rows[("sg", "orders", 1)]
-    assert (share.group_type, share.current_offset, share.log_end_offset, share.lag, share.consumer_id) == (
-        "share", None, 5, None, "sm1")
+    share0, share1 = rows[("sg", "orders", 0)], rows[("sg", "orders", 1)]
+    # A share group's position is its share-partition start offset from __share_group_state.
+    assert (share0.group_type, share0.current_offset, share0.log_end_offset, share0.lag, share0.consumer_id) == (
+        "share", 6, 10, 4, "sm1")
+    assert (share1.current_offset, share1.lag) == (2, 3)
+    assert ("sg", "orders", 2) not in rows
     # A topic id no record and no partition.metadata names is shown as the id.
     assert rows[("asg", UNKNOWN_TOPIC, 1)].consumer_id == "a1"
     assert not any(g == "gone" for g, _, _ in rows)
@@ -177,6 +199,12 @@ def test_text_describe(log_dir: Path) -> None:
     assert "Warning: Consumer group 'rec' is rebalancing." in err
     status, _, err = run("groups", str(log_dir), "--group", "gone")
     assert status == 1 and "gone" in err
+    status, out, _ = run("groups", str(log_dir), "--group", "sg")
+    assert [line.split() for line in out.splitlines()[1:]] == [
+        ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+        ["sg", "orders", "0", "6", "10", "4", "sm1", "/10.0.0.1", "share-c1"],
+        ["sg", "orders", "1", "2", "5", "3", "sm1", "/10.0.0.1", "share-c1"],
+    ]
 
 
 def test_state_view(log_dir: Path) -> None:

@@ -43,6 +43,7 @@ from ._frames import (
     encode_response,
     iter_fields,
 )
+from ._modern_groups import ModernGroup, ModernMember, ShareStateLoader
 from ._metadata import (
     CONFIG_RESOURCE_TOPIC,
     METADATA_FRAME_VERSION,
@@ -141,6 +142,10 @@ __all__ = [
     "offset_commit_value",
     "group_metadata_key",
     "group_metadata_value",
+    # Kafka 4's consumer (KIP-848) and share (KIP-932) groups, and the share-partitions' state
+    "ModernGroup",
+    "ModernMember",
+    "ShareStateLoader",
     # the KRaft metadata records (``__cluster_metadata``)
     "METADATA_RECORDS",
     "METADATA_FRAME_VERSION",

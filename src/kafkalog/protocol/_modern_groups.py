@@ -224,3 +224,31 @@ class ModernGroupsLoader:
         member.state = value["state"]
         member.assigned = _partitions(value["assignedPartitions"])
         member.pending_revocation = _partitions(value.get("partitionsPendingRevocation"))
+
+
+#: ``__share_group_state``'s record types (``ShareCoordinator``): a share-partition's snapshot
+#: and an update since it.
+SHARE_SNAPSHOT_TYPE = 0
+SHARE_UPDATE_TYPE = 1
+#: A ShareUpdate's start offset when it does not move it.
+_START_OFFSET_UNCHANGED = -1
+
+
+class ShareStateLoader:
+    """The share coordinator's replay of ``__share_group_state`` (``ShareCoordinatorShard``),
+    keeping what ``kafka-share-groups.sh --describe`` shows: each share-partition's start offset
+    by (group, topic id, partition). A snapshot sets it; an update moves it unless its start
+    offset is -1 (``merge``); a tombstone deletes the share-partition's state."""
+
+    def __init__(self, start_offsets: dict[tuple[str, str, int], int]) -> None:
+        self.start_offsets = start_offsets
+
+    def replay(self, record_type: int, key: dict[str, Any], value: dict[str, Any] | None) -> None:
+        """One record: ``key`` and ``value`` decoded (``value`` None for a tombstone)."""
+        share_partition = (key["groupId"], key["topicId"], key["partition"])
+        if value is None:
+            self.start_offsets.pop(share_partition, None)
+        elif record_type == SHARE_SNAPSHOT_TYPE or share_partition not in self.start_offsets:
+            self.start_offsets[share_partition] = value["startOffset"]
+        elif record_type == SHARE_UPDATE_TYPE and value["startOffset"] != _START_OFFSET_UNCHANGED:
+            self.start_offsets[share_partition] = value["startOffset"]

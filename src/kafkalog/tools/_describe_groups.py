@@ -25,6 +25,7 @@ from ._consumer_offsets import (
     ConsumerOffsets,
     log_end_offsets,
     read_consumer_offsets,
+    read_share_group_state,
     topic_names,
 )
 from ._tool import _Tool, _ts
@@ -133,10 +134,13 @@ def _log_dirs_of(paths: tuple[str | os.PathLike, ...]) -> tuple[str | os.PathLik
 
 
 def group_lag(offsets: ConsumerOffsets, ends: dict[tuple[str, int], int], *, group: str | None = None,
-              names: dict[str, str] | None = None) -> list[PartitionLag]:
+              names: dict[str, str] | None = None,
+              share_start_offsets: dict[tuple[str, str, int], int] | None = None) -> list[PartitionLag]:
     """Rows for each group (``group`` only when given): every committed offset and every
     partition a member is assigned, by group, topic and partition. ``names`` maps topic ids to
-    names (consumer and share groups' assignments)."""
+    names (consumer and share groups' assignments); ``share_start_offsets`` gives a share
+    group's position in a partition (its share-partition start offset, by group, topic id and
+    partition, from ``__share_group_state``), shown as its current offset."""
     rows: dict[tuple[str, str, int], PartitionLag] = {}
     owners: dict[tuple[str, str, int], tuple[str, str, str]] = {}
     views = describe_groups(offsets, names)
@@ -144,14 +148,20 @@ def group_lag(offsets: ConsumerOffsets, ends: dict[tuple[str, int], int], *, gro
         for member in view.members:
             for topic, partition in member.assignment:
                 owners[(name, topic, partition)] = (member.member_id, member.host, member.client_id)
-    keys = set(offsets.offsets) | set(owners)
+    share_positions: dict[tuple[str, str, int], int] = {}
+    for (name, topic_id, partition), start in (share_start_offsets or {}).items():
+        group_of = offsets.modern_groups.get(name)
+        topic = (group_of.topic_name(topic_id, names) if group_of else (names or {}).get(topic_id)) or topic_id
+        share_positions[(name, topic, partition)] = start
+        views.setdefault(name, GroupView(name, SHARE, "Empty", None, None, ()))
+    keys = set(offsets.offsets) | set(owners) | set(share_positions)
     for key in keys:
         name, topic, partition = key
         if group is not None and name != group:
             continue
         commit = offsets.offsets.get(key)
         end = ends.get((topic, partition))
-        current = None if commit is None else commit.offset
+        current = share_positions.get(key) if commit is None else commit.offset
         lag = None if current is None or current < 0 or end is None else end - current
         member_id, host, client_id = owners.get(key, (None, None, None))
         view = views[name]
@@ -168,7 +178,8 @@ def consumer_group_lag(*log_dirs: str | os.PathLike, group: str | None = None) -
     """
     offsets = read_consumer_offsets(*log_dirs)
     dirs = _log_dirs_of(log_dirs)
-    return group_lag(offsets, log_end_offsets(*dirs), group=group, names=topic_names(*dirs))
+    return group_lag(offsets, log_end_offsets(*dirs), group=group, names=topic_names(*dirs),
+                     share_start_offsets=read_share_group_state(*dirs, warnings=offsets.warnings))
 
 
 def _row_dict(row: PartitionLag) -> dict:
@@ -211,6 +222,7 @@ def _run_groups(tool: _Tool) -> None:
         dirs = _log_dirs_of(tuple(a.dirs))
         ends = log_end_offsets(*dirs)
         names = topic_names(*dirs)
+        share = read_share_group_state(*dirs, warnings=offsets.warnings)
         for warning in offsets.warnings:
             tool.err.write(f"kafkalog groups: warning: {warning}\n")
         views = describe_groups(offsets, names)
@@ -221,7 +233,7 @@ def _run_groups(tool: _Tool) -> None:
         if a.state or a.members:
             _print_views(tool, chosen, members=a.members, verbose=a.verbose)
             return
-        rows = group_lag(offsets, ends, group=a.group, names=names)
+        rows = group_lag(offsets, ends, group=a.group, names=names, share_start_offsets=share)
         if not rows and not a.json:
             deleted = ", ".join(sorted(offsets.deleted_groups))
             tool.err.write(
@@ -237,8 +249,9 @@ def _run_groups(tool: _Tool) -> None:
         for row in rows:
             by_group.setdefault(row.group, []).append(row)
         for name, group_rows in by_group.items():
-            _state_note(tool, views[name])
-            _print_group(tool, name, group_rows, a.verbose)
+            view = views.get(name) or GroupView(name, SHARE, "Empty", None, None, ())
+            _state_note(tool, view)
+            _print_group(tool, name, group_rows, a.verbose, share=view.group_type == SHARE)
 
     tool.guarded(run)
 
@@ -297,10 +310,11 @@ def _assignment_text(assignment: tuple[tuple[str, int], ...]) -> str:
     return ", ".join(f"{t}({','.join(str(p) for p in sorted(ps))})" for t, ps in sorted(by_topic.items()))
 
 
-def _print_group(tool: _Tool, name: str, rows: list[PartitionLag], verbose: bool) -> None:
+def _print_group(tool: _Tool, name: str, rows: list[PartitionLag], verbose: bool, *, share: bool = False) -> None:
     """One group as Kafka's ``printOffsets`` prints it: a blank line, the header, the rows,
     columns left-aligned at least 15 wide (PARTITION 10); ``verbose`` adds the commit's
-    leader epoch, time and metadata."""
+    leader epoch, time and metadata. A share group's position is its share-partition start
+    offset (``kafka-share-groups.sh``'s START-OFFSET)."""
 
     def text(value: object) -> str:
         return _MISSING if value is None else str(value)
@@ -315,7 +329,8 @@ def _print_group(tool: _Tool, name: str, rows: list[PartitionLag], verbose: bool
         padded = [c.ljust(w) for c, w in zip(cells, widths)] + cells[len(widths):]
         return " ".join(padded)
 
-    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    header = ["GROUP", "TOPIC", "PARTITION", "START-OFFSET" if share else "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID"]
     if verbose:
         header[-1] = header[-1].ljust(15)
         header += ["LEADER-EPOCH", "COMMIT-TIMESTAMP".ljust(24), "METADATA"]
