@@ -299,6 +299,8 @@ def test_remote_log_metadata_errors_as_the_java_constructors_throw(tmp_path: Pat
 
 
 def test_transaction_log_value_with_kip890_tagged_fields(tmp_path: Path) -> None:
+    """Kafka 4's TransactionLogMessageParser: the generated JSON, KIP-890's tagged fields where
+    the schema declares them (after producerId; clientTransactionVersion last), only when set."""
     key = struct.pack(">h", 0) + struct.pack(">h", 3) + b"tx1"
     fields = {"producerId": 1000, "producerEpoch": 2, "transactionTimeoutMs": 60000, "transactionStatus": 1,
               "transactionPartitions": [{"topic": "orders", "partitionIds": [0]}],
@@ -306,13 +308,31 @@ def test_transaction_log_value_with_kip890_tagged_fields(tmp_path: Path) -> None
     v1 = struct.pack(">h", 1) + write("TransactionLogValue", {
         **fields, "previousProducerId": 999, "nextProducerId": 1001, "clientTransactionVersion": 2}, 1)
     v1_plain = struct.pack(">h", 1) + write("TransactionLogValue", fields, 1)
-    path = segment(tmp_path, [(key, v1), (key, v1_plain)])
-    text = ("key: transaction_metadata::transactionalId=tx1 payload: producerId:1000,producerEpoch:2,state=Ongoing,"
-            f"partitions=[orders-0],txnLastUpdateTimestamp={TS},txnTimeoutMs=60000")
-    assert key_payloads(path, "--transaction-log-decoder") == [text, text]
-    first, second = (o["value"] for o in json_records(path, "--transaction-log-decoder"))
+    v0 = struct.pack(">h", 0) + write("TransactionLogValue", fields, 0)
+    path = segment(tmp_path, [(key, v1), (key, v1_plain), (key, v0)])
+    key_text = 'key: {"type":"0","data":{"transactionalId":"tx1"}}'
+    rest = ('"producerEpoch":2,"transactionTimeoutMs":60000,"transactionStatus":1,"transactionPartitions":'
+            f'[{{"topic":"orders","partitionIds":[0]}}],"transactionLastUpdateTimestampMs":{TS},'
+            f'"transactionStartTimestampMs":{TS}')
+    lines = key_payloads(path, "--transaction-log-decoder")
+    assert lines == [
+        key_text + ' payload: {"version":"1","data":{"producerId":1000,"previousProducerId":999,'
+        '"nextProducerId":1001,' + rest + ',"clientTransactionVersion":2}}',
+        key_text + ' payload: {"version":"1","data":{"producerId":1000,' + rest + '}}',
+        key_text + ' payload: {"version":"0","data":{"producerId":1000,' + rest + '}}',
+    ]
+    first = json_records(path, "--transaction-log-decoder")[0]["value"]["data"]
     assert (first["previousProducerId"], first["nextProducerId"], first["clientTransactionVersion"]) == (999, 1001, 2)
-    assert "previousProducerId" not in second and "clientTransactionVersion" not in second
+
+
+def test_transaction_log_record_without_key(tmp_path: Path) -> None:
+    """Kafka's tool stops at a record without key (exit status 1); the message is Kafka 4's."""
+    rc, out, _ = dump("--files", segment(tmp_path, [(None, b"\x00\x00")]), "--transaction-log-decoder")
+    assert rc == 1
+    assert out.splitlines()[-1].endswith(
+        "key: Error at offset 0, skipping. Failed to decode message at offset 0 using the specified decoder "
+        "(message had a missing key)"
+    )
 
 
 def test_clear_elr_record(tmp_path: Path) -> None:

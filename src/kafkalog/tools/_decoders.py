@@ -29,7 +29,7 @@ from ..protocol import (
     share_coordinator_record_schemas,
     to_json,
 )
-from ._jvm import _jackson, _scala_topic_partition_set
+from ._jvm import _jackson
 
 #: A message's version, read before it (an int16, as Kafka's serdes read it).
 _VERSION = INT16.fmt
@@ -230,79 +230,23 @@ def _expand_consumer_protocol(data: dict[str, Any]) -> None:
                 pass
 
 
-_TXN_STATES = (
-    "Empty",
-    "Ongoing",
-    "PrepareCommit",
-    "PrepareAbort",
-    "CompleteCommit",
-    "CompleteAbort",
-    "Dead",
-    "PrepareEpochFence",
-)
+#: ``__transaction_state``'s only record type (``TransactionCoordinatorRecordSerde``): the key's
+#: version 0, a TransactionLogKey.
+_TRANSACTION_LOG_TYPE = 0
 
 
-#: The KIP-890 fields' defaults (``TransactionLogValue``), left out of the JSON at them.
-_KIP890_UNSET = {"previousProducerId": -1, "nextProducerId": -1, "clientTransactionVersion": 0}
+def _transaction_log_schemas(record_type: int) -> tuple[Message, Message] | None:
+    return (TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE) if record_type == _TRANSACTION_LOG_TYPE else None
 
 
-class _TransactionLogParser:
-    """``TransactionLog.formatRecordKeyAndValue``: __transaction_state records."""
+class _TransactionLogParser(_CoordinatorParser):
+    """``TransactionLogMessageParser`` of Kafka 4 (``TransactionCoordinatorRecordSerde``, KAFKA-18207):
+    ``__transaction_state`` records as Kafka's JSON like the other coordinators' (a
+    ``TransactionLogValue`` of version 1 with KIP-890's tagged fields when they are set). The
+    missing-key message is the one Kafka 4's Java tool words for every coordinator decoder."""
 
-    def parse(self, record: Record) -> _Parsed:
-        try:
-            if record.key is None:
-                raise _ReadError("the record has no key")
-            r = MessageReader(record.key)
-            version = r.fixed(_VERSION, "version")
-            if not TRANSACTION_LOG_KEY.has_version(version):
-                text = f"unknown::version={version}"
-                return _Parsed(_Datum(text, {"unknownKeyVersion": version}), None)
-            txn_id = read_message(TRANSACTION_LOG_KEY, r, version)["transactionalId"]
-            key = _Datum(f"transaction_metadata::transactionalId={txn_id}", {"transactionalId": txn_id})
-            if record.value is None:
-                return _Parsed(key, _Datum("<DELETE>", None))
-            return _Parsed(key, self._value(record.value))
-        except _ReadError as e:
-            return _failure(record, str(e), kafka_fails=True)
-
-    @staticmethod
-    def _value(data: bytes) -> _Datum:
-        r = MessageReader(data)
-        version = r.fixed(_VERSION, "version")
-        if not TRANSACTION_LOG_VALUE.has_version(version):
-            raise _ReadError(f"Unknown version {version} from the transaction log message value")
-        v = read_message(TRANSACTION_LOG_VALUE, r, version)
-        status = v["transactionStatus"]
-        if not 0 <= status < len(_TXN_STATES):
-            raise _ReadError(f"Unknown transaction state id {status} from the transaction status message")
-        state = _TXN_STATES[status]
-        partitions: list[tuple[str, int]] = []
-        if state != "Empty":  # an Empty transaction's partitions are not read back
-            if v["transactionPartitions"] is None:
-                raise _ReadError("null transaction partitions")
-            partitions = _scala_topic_partition_set(
-                [[(p["topic"], pid) for pid in p["partitionIds"]] for p in v["transactionPartitions"]]
-            )
-        names = [f"{topic}-{partition}" for topic, partition in partitions]
-        text = (
-            f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={state},"
-            f"partitions=[{','.join(names)}],txnLastUpdateTimestamp={v['transactionLastUpdateTimestampMs']},"
-            f"txnTimeoutMs={v['transactionTimeoutMs']}"
-        )
-        value = {
-            "producerId": v["producerId"],
-            "producerEpoch": v["producerEpoch"],
-            "state": state,
-            "partitions": names,
-            "txnLastUpdateTimestamp": v["transactionLastUpdateTimestampMs"],
-            "txnTimeoutMs": v["transactionTimeoutMs"],
-        }
-        # KIP-890 (transactions v2): version 1's tagged fields, shown when set, as Kafka's JSON does.
-        for name in ("previousProducerId", "nextProducerId", "clientTransactionVersion"):
-            if v.get(name, _KIP890_UNSET[name]) != _KIP890_UNSET[name]:
-                value[name] = v[name]
-        return _Datum(text, value)
+    decoder = "the specified decoder"
+    schemas = staticmethod(_transaction_log_schemas)
 
 
 # -- KRaft metadata records -----------------------------------------------------------------------
