@@ -272,3 +272,23 @@ def test_members_are_those_whose_last_record_is_not_a_tombstone(tmp_path_factory
     group = read_consumer_offsets(root).modern_groups["g"]
     assert set(group.members) == present
     assert group.state == ("Stable" if present else "Empty")
+
+
+def test_state_and_members_text_as_docs_show(log_dir: Path) -> None:
+    """The exact lines of docs/cli.md's ``--state`` and ``--members --verbose`` example."""
+    _, out, _ = run("groups", str(log_dir), "--state", "--group", "cg")
+    assert out.splitlines() == [
+        "",
+        "GROUP                     TYPE       ASSIGNMENT-STRATEGY  STATE           #MEMBERS",
+        "cg                        consumer   uniform              Stable          2",
+    ]
+    _, out, _ = run("groups", str(log_dir), "--members", "--verbose", "--group", "cg")
+    assert out.splitlines() == [
+        "",
+        "GROUP           CONSUMER-ID     GROUP-INSTANCE-ID HOST            CLIENT-ID       #PARTITIONS     ASSIGNMENT",
+        "cg              m1                                /10.0.0.1       c1              1               orders(0)",
+        "cg              m2              i2                /10.0.0.2       c2              1               orders(1)",
+    ]
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    for line in out.splitlines()[1:]:
+        assert line in docs

@@ -230,16 +230,22 @@ def _run_groups(tool: _Tool) -> None:
             tool.fail(f"group '{a.group}' has no committed offsets and no metadata here")
             return
         chosen = [views[g] for g in sorted(views) if a.group is None or g == a.group]
+
+        def nothing(what: str) -> None:
+            deleted = ", ".join(sorted(offsets.deleted_groups))
+            tool.err.write(
+                f"kafkalog groups: no {what} in {len(offsets.partitions)} __consumer_offsets partitions"
+                + (f" (groups deleted: {deleted})" if deleted else "") + "\n"
+            )
+
         if a.state or a.members:
+            if not chosen and not a.json:
+                nothing("groups")
             _print_views(tool, chosen, members=a.members, verbose=a.verbose)
             return
         rows = group_lag(offsets, ends, group=a.group, names=names, share_start_offsets=share)
         if not rows and not a.json:
-            deleted = ", ".join(sorted(offsets.deleted_groups))
-            tool.err.write(
-                f"kafkalog groups: no committed offsets in {len(offsets.partitions)} __consumer_offsets partitions"
-                + (f" (groups deleted: {deleted})" if deleted else "") + "\n"
-            )
+            nothing("committed offsets")
             return
         if a.json:
             for row in rows:
