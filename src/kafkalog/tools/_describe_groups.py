@@ -120,6 +120,7 @@ def describe_groups(offsets: ConsumerOffsets, names: dict[str, str] | None = Non
             views[name] = GroupView(name, CLASSIC, "Empty", None, None, ())
     return views
 
+
 def _log_dirs_of(paths: tuple[str | os.PathLike, ...]) -> tuple[str | os.PathLike, ...]:
     """The log directories the end offsets come from: a partition directory stands for its
     parent (its neighbours are the partitions the group consumes)."""
