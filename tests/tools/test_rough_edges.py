@@ -278,3 +278,26 @@ def test_dump_files_accepts_a_shell_glob(sample) -> None:
     assert f"Dumping {a}" in out and f"Dumping {b}" in out
     rc, out2, _ = run("dump", "--files", f"{a},{b}")
     assert out2 == out
+
+
+def test_convert_failure_midway_removes_the_segments_it_wrote(tmp_path) -> None:
+    """The first segments convert, a later one is refused: the output directory goes, whole."""
+    from kafkalog import RecordBatchBuilder
+
+    part = tmp_path / "mixed-0"
+    with Log.open(part, LogConfig(segment_bytes=300)) as log:
+        for i in range(6):
+            b = RecordBatchBuilder(magic=2)
+            b.append(b"k%d" % i, b"v" * 100, timestamp=1_700_000_000_000 + i)
+            log.append(b.build(), leader_epoch=0)
+        b = RecordBatchBuilder(magic=2)
+        b.append(b"k", b"v", timestamp=1_700_000_000_100, headers=[("h", b"x")])  # no form in magic 1
+        log.append(b.build(), leader_epoch=0)
+    assert len(list(part.glob("*.log"))) > 2
+    rc, out, err = run("convert", part, tmp_path / "out-0", "--magic", "1")
+    assert rc == 1 and "header" in err, err
+    assert not (tmp_path / "out-0").exists()
+    (tmp_path / "there-0").mkdir()
+    (tmp_path / "there-0" / "notes.txt").write_text("mine")
+    rc, _, _ = run("convert", part, tmp_path / "there-0", "--magic", "1")
+    assert rc == 1 and [p.name for p in (tmp_path / "there-0").iterdir()] == ["notes.txt"]
