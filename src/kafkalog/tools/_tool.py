@@ -212,8 +212,24 @@ def _partitions_at(arg: str, *, not_a_dir: str | None = None) -> list[Path]:
         raise KafkalogError(not_a_dir, file=arg)
     partitions = [path] if segment_logs(path) else find_partition_dirs(path)
     if not partitions:
-        raise KafkalogError("no log segments here and no partition directories below", file=arg)
+        raise KafkalogError(_no_partitions(path), file=arg)
     return partitions
+
+
+def _no_partitions(directory: Path) -> str:
+    """Why a directory has no partition to work on, naming what it holds instead (the first ten
+    names) so that a directory of other files is not taken for an empty one."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []
+    if not names:
+        return "no log segments here and no partition directories below"
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        "no Kafka log files here (<20-digit offset>.log segments) and no partition directories "
+        f"(<topic>-<partition>) below, only: {shown}"
+    )
 
 
 def _left_alone(path: Path, topic_rules: Mapping[str, str], *, ancestors: bool = True) -> str | None:
