@@ -32,7 +32,7 @@ def test_rate_and_time_left() -> None:
     bar = _ProgressBar(term, 4_000_000_000, "verify", clock=clock)
     clock.now += 1
     bar(1_000_000_000)
-    assert term.getvalue().startswith("\rverify [#######")
+    assert term.getvalue().startswith("\rverify [#######")  # the first call draws
     assert bar.line().endswith("25.0%  1.0 GB/4.0 GB  1.0 GB/s  ETA 0:03")
     clock.now += 4  # slower: 250 MB/s now, averaged with the 1 GB/s before
     bar(1_000_000_000)
@@ -50,8 +50,9 @@ def test_redraws_are_throttled_to_ten_a_second() -> None:
     for _ in range(64):
         clock.now += 1 / 64  # exact in binary: no rounding in the sums
         bar(10)
-    # A redraw once 0.1 s have passed since the last: every 7th call (7/64 s), 9 in a second.
-    assert term.getvalue().count("\r") == 9
+    # The first call draws, then a redraw once 0.1 s have passed since the last: every 7th call
+    # (7/64 s), so calls 1, 8, ..., 64.
+    assert term.getvalue().count("\r") == 10
     bar.close()
 
 

@@ -31,7 +31,7 @@ class _ProgressBar:
         self._label = label
         self._clock = clock or time.monotonic
         self._meter = RateMeter(total, clock=self._clock)
-        self._last_draw = self._clock()
+        self._last_draw = float("-inf")  # the first call draws at once: something shows
         self._drawn = False
         self._shown = 0  # the length of the line on the terminal now
 
