@@ -300,3 +300,31 @@ def test_convert_failure_midway_removes_the_segments_it_wrote(tmp_path) -> None:
     (tmp_path / "there-0" / "notes.txt").write_text("mine")
     rc, _, _ = run("convert", part, tmp_path / "there-0", "--magic", "1")
     assert rc == 1 and [p.name for p in (tmp_path / "there-0").iterdir()] == ["notes.txt"]
+
+
+def test_compact_summary_counts_the_records_of_its_table(tmp_path) -> None:
+    """An aborted transaction's batch is dropped whole: the summary's "of N records" is still
+    the table's total (it said 72 of 101 under a table of 106)."""
+    from kafkalog import ControlRecordType, RecordBatchBuilder
+    from kafkalog.producer_state.manager import AppendOrigin
+
+    part = tmp_path / "t-0"
+    with Log.open(part, LogConfig(segment_bytes=400)) as log:
+        for i in range(12):
+            b = RecordBatchBuilder(magic=2)
+            b.append(b"k%d" % (i % 3), b"v%d" % i, timestamp=1_700_000_000_000 + i)
+            log.append(b.build(), leader_epoch=0)
+            if i == 4:
+                t = RecordBatchBuilder(magic=2, producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+                for j in range(4):
+                    t.append(b"t%d" % j, b"x", timestamp=1_700_000_000_000 + i)
+                log.append(t.build(), leader_epoch=0)
+                log.append(RecordBatchBuilder.end_transaction_marker(
+                    ControlRecordType.ABORT, producer_id=9, producer_epoch=0, coordinator_epoch=0,
+                    timestamp=1_700_000_000_000 + i), leader_epoch=0, origin=AppendOrigin.COORDINATOR)
+    rc, out, err = run("compact", part, "--dry-run", "--now", 1_700_003_600_000)
+    assert rc == 0, err
+    total = next(line for line in out.splitlines() if line.split()[:1] == ["total"])
+    summary = next(line for line in out.splitlines() if "would remove" in line)
+    assert "aborted" in summary
+    assert f" of {total.split()[1]} records" in summary, (total, summary)

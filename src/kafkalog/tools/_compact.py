@@ -157,8 +157,11 @@ def _compact_lines(stats: CleanerStats, keys: int) -> list[str]:
             f"({stats.bytes_written} bytes) written"
         )
     else:
+        # Of the records in the table: the cleaner's records_read leaves out the records of
+        # batches it drops whole (aborted transactions), which the table counts.
+        in_table = sum(s.records_read for s in stats.segments)
         lines.append(
-            f"  {verb} {removed} of {stats.records_read} records ({reasons or 'none'}); "
+            f"  {verb} {removed} of {in_table} records ({reasons or 'none'}); "
             f"{stats.bytes_read - stats.bytes_written} of {stats.bytes_read} bytes"
         )
     if keys and stats.removed_by_key is not None:
