@@ -328,3 +328,14 @@ def test_compact_summary_counts_the_records_of_its_table(tmp_path) -> None:
     summary = next(line for line in out.splitlines() if "would remove" in line)
     assert "aborted" in summary
     assert f" of {total.split()[1]} records" in summary, (total, summary)
+
+
+def test_dump_of_a_directory_says_what_to_give(sample) -> None:
+    """`dump --files DIR` said "Ignoring unknown file DIR" and exit 0 (docs/cli.md: a directory
+    is a file that cannot be dumped, exit status 1)."""
+    part = sample / "orders-0"
+    rc, out, err = run("dump", "--files", part)
+    assert rc == 1
+    assert out == f"Dumping {part}\n"
+    assert err == (f"kafkalog dump: {part}: Is a directory: dump takes files (--files {part}/*.log dumps its "
+                   f"segments; kafkalog stat {part} describes them)\n")
