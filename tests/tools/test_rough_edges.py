@@ -339,3 +339,12 @@ def test_dump_of_a_directory_says_what_to_give(sample) -> None:
     assert out == f"Dumping {part}\n"
     assert err == (f"kafkalog dump: {part}: Is a directory: dump takes files (--files {part}/*.log dumps its "
                    f"segments; kafkalog stat {part} describes them)\n")
+
+
+def test_retention_on_a_file_says_what_it_takes(sample) -> None:
+    """It said "Not a directory"; compact named what it takes."""
+    segment = next((sample / "orders-0").glob("*.log"))
+    for command in ("retention", "compact"):
+        rc, out, err = run(command, segment, "--dry-run")
+        assert rc == 1 and out == ""
+        assert err == f"kafkalog {command}: {segment}: {command} takes a partition directory or a log directory, not a file\n"

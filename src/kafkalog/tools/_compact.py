@@ -191,8 +191,7 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     settings_of = SettingsReader(cli, a.metadata_log, implied=_COMPACT_IMPLIED, allow_compacted=True)
 
     def run() -> None:
-        not_a_dir = "compact takes a partition directory or a log directory, not a file"
-        for directory in tool.writable_partitions(a.path, not_a_dir=not_a_dir, topic_rules=NEVER_COMPACTED):
+        for directory in tool.writable_partitions(a.path, topic_rules=NEVER_COMPACTED):
             tool.guarded(lambda directory=directory: _compact_one(tool, directory, settings_of(directory), now))
 
     tool.guarded(run)

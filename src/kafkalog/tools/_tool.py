@@ -168,18 +168,17 @@ class _Tool:
             else:
                 self.print(f"{directory}: skipped: {reason}")
 
-    def writable_partitions(
-        self, arg: str, *, not_a_dir: str | None = None, topic_rules: Mapping[str, str] | None = None
-    ) -> Iterator[Path]:
+    def writable_partitions(self, arg: str, *, topic_rules: Mapping[str, str] | None = None) -> Iterator[Path]:
         """The partition directories a writing command's PATH names (:func:`_partitions_at`):
         PATH itself refused when the command leaves it alone, a log directory's partitions less
-        those it leaves alone (skipped, and said so). Every writing command gets its partitions
-        here or through the two steps it is made of.
+        those it leaves alone (skipped, and said so); a file is refused. Every writing command
+        gets its partitions here or through the two steps it is made of.
 
         Raises:
             The errors of :func:`_partitions_at`; KafkalogError for a PATH left alone.
         """
         self.refuse_left_alone(arg, topic_rules)
+        not_a_dir = f"{self.name} takes a partition directory or a log directory, not a file"
         yield from self.skip_left_alone(_partitions_at(arg, not_a_dir=not_a_dir), topic_rules)
 
 
