@@ -348,3 +348,13 @@ def test_retention_on_a_file_says_what_it_takes(sample) -> None:
         rc, out, err = run(command, segment, "--dry-run")
         assert rc == 1 and out == ""
         assert err == f"kafkalog {command}: {segment}: {command} takes a partition directory or a log directory, not a file\n"
+
+
+def test_unknown_top_level_option(sample) -> None:
+    """`kafkalog --verison` said "the following arguments are required: COMMAND"."""
+    rc, out, err = run("--verison")
+    assert rc == 2 and err.splitlines()[-1] == "kafkalog: unknown option '--verison' (did you mean '--version'?)"
+    rc, out, err = run("--json", "verify", sample)
+    assert rc == 2 and err.splitlines()[-1].endswith("(options go after the command: kafkalog COMMAND --help)")
+    rc, out, _ = run("--vers")  # argparse's abbreviation still works
+    assert rc == 0 and out.startswith("kafkalog ")

@@ -529,8 +529,19 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def _unknown_command(argv: list[str], err: IO[str]) -> int | None:
     """Exit status 2 and one line when the first argument is neither an option nor a command
-    (argparse would list every choice; a near miss gets a suggestion); 1 when it is a path but
+    (argparse would list every choice; a near miss gets a suggestion), or an option the program
+    does not take (argparse would only ask for a command); 1 when it is a path but
     not every argument an existing file (the summary mode's arguments)."""
+    if argv and argv[0].startswith("-") and argv[0] != "-":
+        options = ("-h", "--help", "--version")
+        name = argv[0].split("=", 1)[0]
+        if any(o.startswith(name) for o in options):
+            return None  # argparse's (abbreviations included)
+        close = difflib.get_close_matches(name, options[1:], n=1, cutoff=0.75)
+        hint = f" (did you mean '{close[0]}'?)" if close else " (options go after the command: kafkalog COMMAND --help)"
+        err.write(_build_parser().format_usage())
+        err.write(f"kafkalog: unknown option '{argv[0]}'{hint}\n")
+        return 2
     if not argv or argv[0].startswith("-") or argv[0] in _COMMANDS:
         return None
     if os.path.exists(argv[0]) or os.sep in argv[0] or argv[0].endswith(".log"):
