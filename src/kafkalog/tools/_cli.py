@@ -95,10 +95,7 @@ def _integer(text: str) -> int:
 
 def _count(text: str) -> int:
     """A count option's value: a whole number from 0 to Integer.MAX_VALUE."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = _integer(text)
     if not 0 <= value <= INT32_MAX:
         raise argparse.ArgumentTypeError(f"{text} is not between 0 and {INT32_MAX}")
     return value
