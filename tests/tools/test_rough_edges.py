@@ -7,6 +7,7 @@ the mistake is a common one.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import io
 import json
@@ -15,12 +16,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_verify import build_partition
 
 from kafkalog import tools as cli
 from kafkalog.log import Log
 from kafkalog.log_config import LogConfig
-from kafkalog.tools._cli import _size
+from kafkalog.tools._cli import _SIZE_UNITS, _size
+from kafkalog.varint import INT32_MAX
 
 
 def run(*args: object) -> tuple[int, str, str]:
@@ -358,3 +362,19 @@ def test_unknown_top_level_option(sample) -> None:
     assert rc == 2 and err.splitlines()[-1].endswith("(options go after the command: kafkalog COMMAND --help)")
     rc, out, _ = run("--vers")  # argparse's abbreviation still works
     assert rc == 0 and out.startswith("kafkalog ")
+
+
+@given(st.integers(0, 3_000_000_000), st.sampled_from(sorted(_SIZE_UNITS)), st.booleans())
+def test_size_parser_round_trip(n, unit, upper) -> None:
+    text = f"{n}{unit.upper() if upper else unit}"
+    if n * _SIZE_UNITS[unit] > INT32_MAX:
+        with pytest.raises(argparse.ArgumentTypeError, match="more than the largest size"):
+            _size(text)
+    else:
+        assert _size(text) == n * _SIZE_UNITS[unit]
+
+
+@pytest.mark.parametrize("text", ["", "k", "1.5m", "-1", "1 2", "1kk", "1TB", "0x10"])
+def test_what_is_no_size(text) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+        _size(text)
