@@ -145,30 +145,43 @@ def read_columns(
         InvalidOffsetError: see ``fail_on_data_loss``.
         KafkalogError: a corrupt batch (see ``fail_on_corruption``).
     """
+    return _columns(path, _keywords(locals()))
+
+
+def _keywords(given: dict[str, Any]) -> dict[str, Any]:
+    """A reader function's keyword arguments, from its ``locals()`` as its first statement: every public reader
+    has the same keyword parameters (a test keeps them so), forwarded whole to :func:`_columns`,
+    so that a new parameter is added to the signatures and read in one place."""
+    return {k: v for k, v in given.items() if k != "path"}
+
+
+def _columns(path: str | os.PathLike, a: dict[str, Any]) -> Iterator[PartitionColumns]:
+    """:func:`read_columns` over its keyword arguments ``a`` (checked as it iterates)."""
+    isolation_level, max_records_per_batch = a["isolation_level"], a["max_records_per_batch"]
     if isolation_level not in ("read_uncommitted", "read_committed"):
         raise InvalidConfigError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
     if max_records_per_batch < 1:
         raise InvalidConfigError(f"max_records_per_batch must be >= 1, not {max_records_per_batch}")
     options = _ReadOptions(
         path=normalize_path(path),
-        storage_options=dict(storage_options) if storage_options else None,
-        subscribe=tuple(topics) if topics is not None else None,
-        include_internal=include_internal,
-        starting_ts=_timestamps(start_timestamp, "start_timestamp"),
-        ending_ts=_timestamps(end_timestamp, "end_timestamp"),
+        storage_options=dict(a["storage_options"]) if a["storage_options"] else None,
+        subscribe=tuple(a["topics"]) if a["topics"] is not None else None,
+        include_internal=a["include_internal"],
+        starting_ts=_timestamps(a["start_timestamp"], "start_timestamp"),
+        ending_ts=_timestamps(a["end_timestamp"], "end_timestamp"),
         start_ts_strategy="latest",  # no record at or after the start time: read nothing there
         read_committed=isolation_level == "read_committed",
-        include_headers=include_headers,
-        fail_on_corruption=fail_on_corruption,
-        fail_on_data_loss=fail_on_data_loss,
-        check_crcs=check_crcs,
+        include_headers=a["include_headers"],
+        fail_on_corruption=a["fail_on_corruption"],
+        fail_on_data_loss=a["fail_on_data_loss"],
+        check_crcs=a["check_crcs"],
         max_records_per_batch=max_records_per_batch,
     )
     dirs = _discover(options)
     options = dataclasses.replace(
         options,
-        starting=_expand(start_offsets, dirs, "start_offsets"),
-        ending=_expand(end_offsets, dirs, "end_offsets"),
+        starting=_expand(a["start_offsets"], dirs, "start_offsets"),
+        ending=_expand(a["end_offsets"], dirs, "end_offsets"),
     )
     plogs = [_PartitionLog(d, options) for d in dirs]
     for s in _plan(plogs, _resolve_bounds(plogs, options), options):
@@ -211,26 +224,60 @@ def _records_of(part: PartitionColumns) -> Iterator[TopicRecord]:
         yield TopicRecord(topic, partition, offsets[i], timestamps[i], types[i], keys[i], values[i], hs)
 
 
-def read_records(path: str | os.PathLike, **options: Any) -> Iterator[TopicRecord]:
-    """The records under ``path``, one :class:`TopicRecord` each; takes the arguments of
-    :func:`read_columns` and raises as it does."""
-    for part in read_columns(path, **options):
+def read_records(
+    path: str | os.PathLike,
+    *,
+    topics: list[str] | tuple[str, ...] | None = None,
+    include_internal: bool = False,
+    start_offsets: Offsets = "earliest",
+    end_offsets: Offsets = "latest",
+    start_timestamp: Timestamps | None = None,
+    end_timestamp: Timestamps | None = None,
+    isolation_level: str = "read_uncommitted",
+    include_headers: bool = True,
+    fail_on_corruption: bool = True,
+    fail_on_data_loss: bool = True,
+    check_crcs: bool = True,
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Iterator[TopicRecord]:
+    """The records under ``path``, one :class:`TopicRecord` each; the arguments and errors are
+    :func:`read_columns`'s (``max_records_per_batch`` bounds how many are decoded at a time)."""
+    for part in _columns(path, _keywords(locals())):
         yield from _records_of(part)
 
 
-def read_arrow(path: str | os.PathLike, **options: Any) -> Iterator[pa.RecordBatch]:
+def read_arrow(
+    path: str | os.PathLike,
+    *,
+    topics: list[str] | tuple[str, ...] | None = None,
+    include_internal: bool = False,
+    start_offsets: Offsets = "earliest",
+    end_offsets: Offsets = "latest",
+    start_timestamp: Timestamps | None = None,
+    end_timestamp: Timestamps | None = None,
+    isolation_level: str = "read_uncommitted",
+    include_headers: bool = False,
+    fail_on_corruption: bool = True,
+    fail_on_data_loss: bool = True,
+    check_crcs: bool = True,
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The records under ``path`` as ``pyarrow.RecordBatch`` es in Spark's Kafka schema
     (``key, value, topic, partition, offset, timestamp, timestampType`` and, with
-    ``include_headers``, ``headers``); takes the arguments of :func:`read_columns`.
+    ``include_headers``, ``headers``); the arguments are :func:`read_columns`'s, but
+    ``include_headers`` is False unless asked, as in Spark's Kafka source.
 
     Raises:
         ImportError: pyarrow is not installed.
+        The errors of :func:`read_columns`.
     """
+    args = _keywords(locals())  # first: the parameters only
     import pyarrow as pa
 
-    options.setdefault("include_headers", False)
     names = {"timestamp_type": "timestampType"}
-    for part in read_columns(path, **options):
+    for part in _columns(path, args):
         c = part.columns
         batch = c.to_arrow(names=names)
         n = len(c)
