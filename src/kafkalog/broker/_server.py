@@ -64,6 +64,7 @@ from ._admin_topics import _TopicAdminHandlers
 from ._data import _DataHandlers
 from ._group_requests import _GroupHandlers
 from ._limits import descriptor_limit, open_descriptors
+from ._replica_manager import AlterIsrFn, BrokersFn
 from ._state import _Close
 from ._unsupported import PEER, client_id_of
 
@@ -128,6 +129,11 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         host: the address to bind (loopback by default).
         port: the port; 0 picks a free one (see :attr:`port` after :meth:`start`).
         config: Kafka-named settings (:class:`BrokerConfig`), e.g. ``{"flush.messages": "1"}``.
+        brokers: a coordination layer's live brokers (id -> host, port); with ``alter_isr``,
+            makes this broker one replica of a cluster (see ``_replica_manager.py``): its
+            partitions have no role until :meth:`ReplicaManager.apply_partition_state` gives
+            one. Without them the broker is a single node leading everything it hosts.
+        alter_isr: a coordination layer's ISR proposal (Kafka's AlterPartition).
 
     Raises:
         InvalidConfigError: a bad setting.
@@ -139,8 +145,10 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         host: str = "127.0.0.1",
         port: int = 0,
         config: Mapping[str, str] | None = None,
+        brokers: BrokersFn | None = None,
+        alter_isr: AlterIsrFn | None = None,
     ) -> None:
-        super().__init__(log_dir, host=host, port=port, config=config)
+        super().__init__(log_dir, host=host, port=port, config=config, brokers=brokers, alter_isr=alter_isr)
         self._listeners: list[socket.socket] = []
         self._accept_tasks: set[asyncio.Task] = set()
         self._connection_tasks: set[asyncio.Task] = set()  # strong references (asyncio keeps weak ones)
@@ -163,6 +171,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
             # the admin APIs (_admin_topics.py, _admin_configs.py)
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.DELETE_RECORDS: self._delete_records,
@@ -207,6 +216,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             self._executor.shutdown(wait=True)
             raise
         self._port = self._listeners[0].getsockname()[1]
+        await self.replicas.start()
         for sock in self._listeners:
             self._spawn(self._accept_tasks, self._accept_loop(sock))
         self._retention_task = asyncio.create_task(self._retention_loop())
@@ -239,6 +249,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         if busy:
             await asyncio.wait(busy, timeout=_STOP_TIMEOUT)
         await self._stop_groups()
+        await self.replicas.stop()  # the fetchers stop writing before the logs close
         await self._loop.run_in_executor(self._executor, self._close_logs)
         self._executor.shutdown(wait=True)
         self._stopped.set()
