@@ -87,7 +87,7 @@ class _AdminHandlers(_BrokerState):
         may_create = (
             self.config.auto_create_topics and (version < _AUTO_CREATE_FLAG_VERSION or body["allow_auto_topic_creation"]) and not all_topics
         )
-        live = self.replicas.brokers()
+        live = self.replica_manager.brokers()
         topics = []
         for name in names:
             error = ErrorCode.NONE
@@ -128,7 +128,7 @@ class _AdminHandlers(_BrokerState):
             "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}
                         for node, (host, port) in sorted(live.items())],
             "cluster_id": self._cluster_id,
-            "controller_id": self.replicas.controller_id,
+            "controller_id": self.replica_manager.controller_id,
             "topics": topics,
             "cluster_authorized_operations": _CLUSTER_OPERATIONS if body["include_cluster_authorized_operations"]
             else _OPERATIONS_NOT_REQUESTED,
@@ -185,7 +185,7 @@ class _AdminHandlers(_BrokerState):
                 replication = self.config.default_replication_factor
             if replication <= 0:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-            available = len(self.replicas.brokers())
+            available = len(self.replica_manager.brokers())
             if replication > available:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, (
                     f"Replication factor: {replication} larger than available brokers: {available}."

@@ -106,7 +106,7 @@ class _DataHandlers(_BrokerState):
                 elif not partition.state.is_leader:
                     result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 elif acks == _ALL_ACKS and len(partition.state.isr) < (
-                        min_isr := self.replicas.min_insync_replicas(t["name"])):
+                        min_isr := self.replica_manager.min_insync_replicas(t["name"])):
                     # Kafka's Partition.appendRecordsToLeader: refused before the append.
                     result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS
                     result["error_message"] = (
@@ -125,7 +125,7 @@ class _DataHandlers(_BrokerState):
             for (ti, pi, partition, _, epoch), (outcome, next_offset) in zip(jobs, outcomes):
                 results[ti][pi].update(outcome)
                 if next_offset is not None:
-                    self.replicas.after_append(partition)
+                    self.replica_manager.after_append(partition)
                     if acks == _ALL_ACKS:
                         waiting.append((results[ti][pi], partition, next_offset, epoch))
                 partition.notify()
@@ -219,7 +219,7 @@ class _DataHandlers(_BrokerState):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER  # deleted or shutting down: retriable
         if partition.log.high_watermark < required:
             return None
-        if len(state.maximal_isr) < self.replicas.min_insync_replicas(partition.topic):
+        if len(state.maximal_isr) < self.replica_manager.min_insync_replicas(partition.topic):
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
 
@@ -346,7 +346,7 @@ class _DataHandlers(_BrokerState):
                             slices, size = _read_partition(log, p["fetch_offset"], max(0, min(p["partition_max_bytes"],
                                                                                              remaining)), bound, min_one)
                             if follower:
-                                self.replicas.follower_fetched(partition, replica_id, p["fetch_offset"])
+                                self.replica_manager.follower_fetched(partition, replica_id, p["fetch_offset"])
                     except OffsetOutOfRangeError:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     except (KafkalogError, OSError) as e:

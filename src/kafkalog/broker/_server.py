@@ -216,7 +216,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             self._executor.shutdown(wait=True)
             raise
         self._port = self._listeners[0].getsockname()[1]
-        await self.replicas.start()
+        await self.replica_manager.start()
         for sock in self._listeners:
             self._spawn(self._accept_tasks, self._accept_loop(sock))
         self._retention_task = asyncio.create_task(self._retention_loop())
@@ -249,7 +249,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         if busy:
             await asyncio.wait(busy, timeout=_STOP_TIMEOUT)
         await self._stop_groups()
-        await self.replicas.stop()  # the fetchers stop writing before the logs close
+        await self.replica_manager.stop()  # the fetchers stop writing before the logs close
         await self._loop.run_in_executor(self._executor, self._close_logs)
         self._executor.shutdown(wait=True)
         self._stopped.set()

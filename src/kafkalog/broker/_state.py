@@ -124,7 +124,7 @@ class _BrokerState:
         self.log_dir = Path(log_dir)
         self.config = BrokerConfig.from_properties(config)
         #: The partitions' roles, the follower fetchers and the leader's replication rules.
-        self.replicas = ReplicaManager(self, brokers=brokers, alter_isr=alter_isr)
+        self.replica_manager = ReplicaManager(self, brokers=brokers, alter_isr=alter_isr)
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -316,7 +316,7 @@ class _BrokerState:
 
     def _open_log(self, topic: str, index: int, config: LogConfig, topic_id: str | None) -> Log:
         # A broker with a coordination layer keeps replicas: Kafka's high watermark and checkpoint.
-        replicated = self.replicas.replicated
+        replicated = self.replica_manager.replicated
         try:
             return Log.open(
                 self.log_dir / f"{topic}-{index}",
@@ -331,7 +331,7 @@ class _BrokerState:
                             producer_id_expiration_ms=self.config.producer_id_expiration_ms, replicated=replicated)
 
     def _new_partition(self, topic: str, index: int, log: Log) -> _Partition:
-        return _Partition(topic, index, log, self.replicas.initial_state(topic, index, log.latest_epoch))
+        return _Partition(topic, index, log, self.replica_manager.initial_state(topic, index, log.latest_epoch))
 
     def _hosted_partitions(self) -> list[_Partition]:
         """Every open partition (a snapshot: safe while topics change)."""
