@@ -6,6 +6,7 @@ produce and consume across it."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -298,3 +299,58 @@ def _batches(records) -> list:
     if isinstance(records, list):
         return [b for part in records for b in _batches(part)]
     return list(records.batches())
+
+
+def test_follower_with_an_epoch_the_leader_never_had_truncates_in_two_rounds(tmp_path: Path, caplog) -> None:
+    """KIP-279: the follower's log has epochs 0 and 2, the leader's 0 and 1. The leader's
+    diverging epoch names epoch 1, unknown to the follower, which cuts to the end of its epoch 0
+    and asks again with OffsetsForLeaderEpoch before fetching."""
+    from kafkalog import Log, RecordBatchBuilder
+
+    def write(broker_id: int, epochs: list[tuple[int, list[bytes]]]) -> None:
+        log = Log.open(tmp_path / f"broker{broker_id}" / f"{TOPIC}-0", replicated=True)
+        for epoch, values in epochs:
+            for v in values:
+                b = RecordBatchBuilder()
+                b.append(b"k", v, timestamp=1_700_000_000_000)
+                log.append(b.build(), leader_epoch=epoch)
+        log.close()
+
+    write(0, [(0, [b"a", b"b"]), (1, [b"c", b"d", b"e"])])
+    write(1, [(0, [b"a", b"b"]), (2, [b"X", b"Y"])])
+    caplog.set_level(logging.DEBUG, logger="kafkalog.broker")
+    cluster = Cluster(tmp_path, 2, FAST)
+    try:
+        cluster.start(0)
+        cluster.start(1)
+        with cluster._lock:
+            from replica_cluster import PartitionRecord
+
+            cluster.partitions[(TOPIC, 0)] = PartitionRecord(0, 3, [0], [0, 1], 0)
+        cluster.push(TOPIC, 0)
+        wait_until(lambda: caught_up(cluster, [0, 1]), 10, "the follower agreeing with the leader")
+        follower_log = cluster.running[1].log(TOPIC, 0)
+        assert [r.value for b in _batches(follower_log.read(0, 1 << 20)) for r in b] == [b"a", b"b", b"c", b"d", b"e"]
+        assert [tuple(e) for e in follower_log.leader_epoch_cache.entries] == [(0, 0), (1, 2)]
+        assert segment_bytes(cluster.running[0]) == segment_bytes(cluster.running[1])
+        assert any("where the latest epochs" in r.getMessage() for r in caplog.records)  # the second round
+    finally:
+        cluster.stop_all()
+
+
+def test_stopping_brokers_stops_their_fetcher_threads(cluster: Cluster) -> None:
+    import threading
+
+    for i in range(3):
+        cluster.start(i)
+    cluster.create_topic(TOPIC, [0, 1, 2], partitions=2)
+    cluster.elect(TOPIC, 1, 2)
+    assert produce_raw(leader_of(cluster), [b"a"])["error_code"] == 0
+    names = lambda: [t.name for t in threading.enumerate() if t.name.startswith("kafkalog-replica-fetcher")]  # noqa: E731
+    wait_until(lambda: len(names()) == 4, 10, "a fetcher per (follower, leader) pair")
+    # A leader change moves the partition between fetchers; an idle one stops.
+    cluster.elect(TOPIC, 1, 0)
+    wait_until(lambda: sorted(names()) == ["kafkalog-replica-fetcher-1-0", "kafkalog-replica-fetcher-2-0"], 10,
+               "the fetchers from broker 2 stopping")
+    cluster.stop_all()
+    assert names() == []

@@ -331,6 +331,7 @@ class ReplicaFetcher:
             })
         body = {"replica_id": self._settings.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        _log.debug("asking broker %d where the latest epochs of %s end", self.source, sorted(truncating))
         response = client.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body, self._client_id)
         changed = []
         with self._lock:
