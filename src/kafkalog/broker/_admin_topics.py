@@ -79,6 +79,8 @@ class _TopicAdminHandlers(_BrokerState):
             _log.error("deleting topic %s failed: %s", name, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, str(e)
         del self._topics[name]
+        # Fetchers stop writing to the logs before they close.
+        self.replica_manager.stop_fetching([(name, partition.index) for partition in topic.partitions])
         for partition in topic.partitions:
             partition.notify()  # long polls answer now (the partition is gone)
         # 2. Each log closed and its directory renamed "-delete" (durable).

@@ -291,6 +291,10 @@ class ReplicaManager:
         _log.info("broker %d follows %s-%d from broker %d in epoch %d", self.broker_id, *key, state.leader,
                   state.leader_epoch)
 
+    def stop_fetching(self, keys: list[tuple[str, int]]) -> None:
+        """No fetcher writes to these partitions once this returns (their topic is being deleted)."""
+        self._remove_from_fetchers(keys)
+
     def _remove_from_fetchers(self, keys: list[tuple[str, int]]) -> None:
         for source, fetcher in list(self._fetchers.items()):
             fetcher.remove_partitions(keys)
