@@ -290,6 +290,16 @@ def test_idempotent_producer_continues_across_a_leader_change(cluster: Cluster) 
     assert sorted(delivered, key=int) == values
 
 
+def records_from(log, offset: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of ``log`` from ``offset`` to its end, across segments."""
+    out = []
+    while offset < log.log_end_offset:
+        batches = _batches(log.read(offset, 1 << 20))
+        out.extend((r.offset, r.value) for b in batches for r in b if r.offset >= offset)
+        offset = batches[-1].last_offset + 1
+    return out
+
+
 def _batches(records) -> list:
     """The batches of a fetch answer or a log read (file slices or bytes)."""
     from kafkalog.memory_records import MemoryRecords
@@ -354,3 +364,53 @@ def test_stopping_brokers_stops_their_fetcher_threads(cluster: Cluster) -> None:
                "the fetchers from broker 2 stopping")
     cluster.stop_all()
     assert names() == []
+
+
+def test_a_consumer_long_poll_is_answered_when_the_high_watermark_moves(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, 2, {**FAST, "replica.fetch.wait.max.ms": "2000"})
+    try:
+        cluster.start(0)
+        cluster.start(1)
+        cluster.create_topic(TOPIC, [0, 1])
+        leader = cluster.running[0]
+        with RawClient(leader) as poller:
+            sent = poller.send(p.ApiKey.FETCH, 12, fetch_body([(TOPIC, 0, 0)], max_wait=int(scaled(30_000))))
+            assert produce_raw(leader, [b"a"], acks=1)["error_code"] == 0
+            cid, fetched = poller.receive(p.ApiKey.FETCH, 12)
+        assert cid == sent
+        out = fetched["responses"][0]["partitions"][0]
+        # Answered once the follower had the record, not at the append: the records are committed.
+        assert out["high_watermark"] == 1
+        assert [r.value for b in _batches(out["records"]) for r in b] == [b"a"]
+    finally:
+        cluster.stop_all()
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_again_there(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, 2, {**FAST, "replica.lag.time.max.ms": "300", "segment.bytes": "1024", "retention.ms": "-1"})
+    try:
+        cluster.start(0)
+        cluster.start(1)
+        cluster.create_topic(TOPIC, [0, 1])
+        leader = cluster.running[0]
+        assert produce_raw(leader, [b"a"])["error_code"] == 0
+        wait_until(lambda: caught_up(cluster, [0, 1]), 10, "the follower catching up")
+        cluster.stop(1)
+        wait_until(lambda: cluster.record(TOPIC).isr == [0], 10, "the ISR shrinking")
+        for i in range(20):
+            assert produce_raw(leader, [b"x" * 200 + b"%d" % i], acks=1)["error_code"] == 0
+        with RawClient(leader) as raw:
+            _, deleted = raw.call(p.ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 0, "offset": 15}]}], "timeout_ms": 1000})
+        assert deleted["topics"][0]["partitions"][0]["low_watermark"] == 15
+        leader.log(TOPIC, 0).delete_old_segments()
+        cluster.start(1)  # its log ends at 1, below the leader's start: OFFSET_OUT_OF_RANGE
+        wait_until(lambda: caught_up(cluster, [0, 1]), 10, "the follower starting again at the leader's start")
+        follower_log = cluster.running[1].log(TOPIC, 0)
+        assert follower_log.log_start_offset == 15 and [s.base_offset for s in follower_log.segments][0] >= 15
+        leader_log = leader.log(TOPIC, 0)
+        assert records_from(follower_log, 15) == records_from(leader_log, 15)
+        assert [offset for offset, _ in records_from(follower_log, 15)] == list(range(15, 21))
+        wait_until(lambda: cluster.record(TOPIC).isr == [0, 1], 10, "the follower rejoining the ISR")
+    finally:
+        cluster.stop_all()

@@ -35,12 +35,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log, OffsetAndEpoch
+from .. import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log, MemoryRecords, OffsetAndEpoch
 from ..errors import KafkalogError
 from ..follower import append_fetched, apply_leader_offsets, fetch_offset_after_out_of_range, truncate, truncation_for
 from ..protocol import ApiKey, ErrorCode, ProtocolError, decode_response, encode_request
+from ._limits import RateLimitedLog
 
 _log = logging.getLogger(__package__)
+#: A failing follower append repeats at every backoff: logged once a minute at most.
+_log_append_error = RateLimitedLog(_log, logging.ERROR)
 
 #: The request versions the fetcher speaks (the ones this broker serves, with KIP-320's fields).
 FETCH_VERSION = 12
@@ -285,13 +288,14 @@ class ReplicaFetcher:
         changed = False
         try:
             if records is not None and len(records):
-                append_fetched(log, records)
+                for chunk in _segment_sized(records, log.config.segment_bytes):
+                    append_fetched(log, chunk)
                 changed = True
             moved = apply_leader_offsets(log, high_watermark=p["high_watermark"],
                                          log_start_offset=p["log_start_offset"])
             changed = changed or moved is not None
         except (KafkalogError, OSError) as e:
-            _log.error("follower append to %s-%d from broker %d failed: %s", key[0], key[1], self.source, e)
+            _log_append_error("follower append to %s-%d from broker %d failed: %s", key[0], key[1], self.source, e)
             self._delay(key, state, ErrorCode.KAFKA_STORAGE_ERROR)
             return changed
         state.fetch_offset = log.log_end_offset
@@ -437,3 +441,22 @@ class ReplicaFetcher:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _segment_sized(records: memoryview, segment_bytes: int) -> list[memoryview]:
+    """A fetch answer as runs of whole batches each no larger than a segment: an append larger
+    than ``segment.bytes`` is refused (Kafka's ``RecordBatchTooLargeException``), while the
+    leader answers up to ``replica.fetch.max.bytes``, which may be larger. A trailing partial
+    batch stays in the last run (the append drops it)."""
+    if len(records) <= segment_bytes:
+        return [records]
+    runs: list[memoryview] = []
+    start = end = 0
+    for batch in MemoryRecords(records).batches():
+        size = batch.size_in_bytes
+        if end > start and end + size - start > segment_bytes:
+            runs.append(records[start:end])
+            start = end
+        end += size
+    runs.append(records[start:])
+    return runs
