@@ -280,7 +280,11 @@ def test_idempotent_producer_continues_across_a_leader_change(cluster: Cluster) 
         producer.produce(TOPIC, value=b"%d" % i, partition=0, on_delivery=report)
     assert producer.flush(scaled(20)) == 0
     wait_until(lambda: caught_up(cluster, [0, 1, 2]), 10, "the followers catching up")
+    changes: list[tuple] = []
+    for i in (0, 1):
+        cluster.running[i].replica_manager.add_role_listener(lambda *change, i=i: changes.append((i, *change)))
     cluster.elect(TOPIC, 0, 1)
+    assert sorted(changes) == [(0, TOPIC, 0, False, 1), (1, TOPIC, 0, True, 1)]  # for a coordinator's load/unload
     for i in range(50, 100):
         producer.produce(TOPIC, value=b"%d" % i, partition=0, on_delivery=report)
     assert producer.flush(scaled(30)) == 0

@@ -130,7 +130,11 @@ class _DataHandlers(_BrokerState):
                         waiting.append((results[ti][pi], partition, next_offset, epoch))
                 partition.notify()
         if waiting:
-            await self._await_replication(waiting, body["timeout_ms"])
+            codes = await self.replica_manager.await_replication(
+                [(partition, required, epoch) for _, partition, required, epoch in waiting], body["timeout_ms"])
+            for (result, _, _, _), code in zip(waiting, codes):
+                if code != ErrorCode.NONE:
+                    result["error_code"] = code
         failed = [r for topic_results in results for r in topic_results if r["error_code"] != ErrorCode.NONE]
         if acks == _NO_ACKS:
             if failed:
@@ -175,53 +179,6 @@ class _DataHandlers(_BrokerState):
                 "log_start_offset": info.log_start_offset,
             }, info.last_offset + 1))
         return outcomes
-
-    async def _await_replication(self, waiting: list[tuple[dict[str, Any], _Partition, int, int]],
-                                 timeout_ms: int) -> None:
-        """acks=all (Kafka's DelayedProduce): each result waits until its partition's high
-        watermark passes its last offset, then answers NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        when the ISR shrank below min.insync.replicas meanwhile, or NOT_LEADER_OR_FOLLOWER when
-        leadership moved; REQUEST_TIMED_OUT once ``timeout_ms`` is over. Woken by the
-        partitions' high watermark moves and role changes (their waiters), never by polling."""
-        assert self._loop is not None
-        deadline = self._loop.time() + max(0, timeout_ms) / _MS_PER_SECOND
-        pending = waiting
-        while True:
-            still = []
-            for item in pending:
-                result, partition, required, epoch = item
-                code = self._replication_result(partition, required, epoch)
-                if code is None:
-                    still.append(item)
-                elif code != ErrorCode.NONE:
-                    result["error_code"] = code
-            pending = still
-            remaining = deadline - self._loop.time()
-            if not pending or remaining <= 0 or self._stopping:
-                break
-            waiter = self._loop.create_future()
-            for _, partition, _, _ in pending:
-                partition.waiters.add(waiter)
-            try:
-                await asyncio.wait({waiter}, timeout=remaining)
-            finally:
-                for _, partition, _, _ in pending:
-                    partition.waiters.discard(waiter)
-        for result, _, _, _ in pending:
-            result["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-
-    def _replication_result(self, partition: _Partition, required: int, epoch: int) -> ErrorCode | None:
-        """Kafka's ``Partition.checkEnoughReplicasReachOffset``: None while waiting."""
-        state = partition.state
-        if not state.is_leader or state.leader_epoch != epoch:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if partition.log.closed:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER  # deleted or shutting down: retriable
-        if partition.log.high_watermark < required:
-            return None
-        if len(state.maximal_isr) < self.replica_manager.min_insync_replicas(partition.topic):
-            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return ErrorCode.NONE
 
     # -- ListOffsets ------------------------------------------------------------------------------
 

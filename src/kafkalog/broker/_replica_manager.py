@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import KafkalogError
+from ..protocol import ErrorCode
 from ._config import topic_defaults
 from ._fetcher import FetcherSettings, ReplicaFetcher
 from ._partition_state import NO_LEADER, FollowerState, PartitionState
@@ -55,6 +56,8 @@ _log = logging.getLogger(__package__)
 
 BrokersFn = Callable[[], dict[int, tuple[str, int]]]
 AlterIsrFn = Callable[[str, int, int, list[int], int], "int | None"]
+#: ``(topic, partition, is_leader, leader_epoch)`` after a role change.
+RoleListener = Callable[[str, int, bool, int], None]
 
 _MS = 1000
 #: Kafka checks the ISR every half of ``replica.lag.time.max.ms`` (``ReplicaManager.startup``).
@@ -93,6 +96,7 @@ class ReplicaManager:
         #: The controller Metadata names: this broker on a single node; the coordination layer sets it.
         self.controller_id = -1 if self.replicated else self.broker_id
         self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._listeners: list[RoleListener] = []
         self._tasks: set[asyncio.Task] = set()
         self._loop_thread: int | None = None
         config = broker.config
@@ -137,6 +141,20 @@ class ReplicaManager:
             return int(value)
         except ValueError:
             return 1
+
+    def add_role_listener(self, listener: RoleListener) -> None:
+        """Call ``listener(topic, partition, is_leader, leader_epoch)`` on the event loop after
+        every role change of a hosted partition (a group coordinator loads its groups when it
+        becomes the leader of a ``__consumer_offsets`` partition and unloads them when it stops)."""
+        self._listeners.append(listener)
+
+    def _role_changed(self, partition: _Partition) -> None:
+        state = partition.state
+        for listener in self._listeners:
+            try:
+                listener(partition.topic, partition.index, state.is_leader, state.leader_epoch)
+            except Exception:  # a listener's failure must not undo the role change
+                _log.exception("role listener failed for %s-%d", partition.topic, partition.index)
 
     def fetcher(self, source: int) -> ReplicaFetcher | None:
         """The fetcher thread for a source broker, if one runs (for tests and inspection)."""
@@ -224,6 +242,7 @@ class ReplicaManager:
                         state.replicas, state.isr = replicas, isr
                         state.become_follower()
                     partition.notify()
+                    self._role_changed(partition)
             return
         if partition is None:
             partition = await broker._ensure_partition(topic, index)
@@ -257,6 +276,7 @@ class ReplicaManager:
             else:
                 self._make_follower(partition)
         partition.notify()  # waiting produces answer NOT_LEADER_OR_FOLLOWER or re-check; long polls re-read
+        self._role_changed(partition)
 
     def _make_leader(self, partition: _Partition) -> None:
         """Kafka's ``Partition.makeLeader``: stop fetching, record where the epoch starts, reset
@@ -316,6 +336,7 @@ class ReplicaManager:
             state.replicas = [r for r in state.replicas if r != self.broker_id]
             state.become_follower()
         partition.notify()
+        self._role_changed(partition)
         if delete:
             await self._broker._delete_partition(topic, index)
 
@@ -370,6 +391,52 @@ class ReplicaManager:
     def after_append(self, partition: _Partition) -> None:
         """A leader append: with an ISR of one the high watermark moves now."""
         self._maybe_increment_high_watermark(partition)
+
+    async def await_replication(self, waiting: list[tuple[_Partition, int, int]], timeout_ms: int) -> list[ErrorCode]:
+        """Kafka's DelayedProduce for acks=all: each ``(partition, required offset, leader
+        epoch of the append)`` waits until the partition's high watermark reaches the required
+        offset, then answers NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+        ``min.insync.replicas`` meanwhile, or NOT_LEADER_OR_FOLLOWER when leadership moved;
+        REQUEST_TIMED_OUT once ``timeout_ms`` is over. Woken by the partitions' high watermark
+        moves and role changes (``_Partition.notify``), never by polling. Also for a
+        coordinator's own appends (an offset commit is acks=all in Kafka)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, timeout_ms) / _MS
+        codes: list[ErrorCode | None] = [None] * len(waiting)
+        pending = list(range(len(waiting)))
+        while True:
+            still = []
+            for i in pending:
+                partition, required, epoch = waiting[i]
+                code = self._replication_result(partition, required, epoch)
+                if code is None:
+                    still.append(i)
+                else:
+                    codes[i] = code
+            pending = still
+            remaining = deadline - loop.time()
+            if not pending or remaining <= 0 or self._broker._stopping:
+                break
+            waiter = loop.create_future()
+            for i in pending:
+                waiting[i][0].waiters.add(waiter)
+            try:
+                await asyncio.wait({waiter}, timeout=remaining)
+            finally:
+                for i in pending:
+                    waiting[i][0].waiters.discard(waiter)
+        return [ErrorCode.REQUEST_TIMED_OUT if code is None else code for code in codes]
+
+    def _replication_result(self, partition: _Partition, required: int, epoch: int) -> ErrorCode | None:
+        """Kafka's ``Partition.checkEnoughReplicasReachOffset``: None while waiting."""
+        state = partition.state
+        if not state.is_leader or state.leader_epoch != epoch or partition.log.closed:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER  # moved, deleted or shutting down: retriable
+        if partition.log.high_watermark < required:
+            return None
+        if len(state.maximal_isr) < self.min_insync_replicas(partition.topic):
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
 
     def _propose_isr(self, partition: _Partition, new_isr: list[int]) -> None:
         """Send an ISR proposal through ``alter_isr`` (one in flight a partition, as Kafka's
