@@ -44,6 +44,7 @@ from ._limits import RateLimitedLog
 _log = logging.getLogger(__package__)
 #: A failing follower append repeats at every backoff: logged once a minute at most.
 _log_append_error = RateLimitedLog(_log, logging.ERROR)
+_log_round_error = RateLimitedLog(_log, logging.ERROR)
 
 #: The request versions the fetcher speaks (the ones this broker serves, with KIP-320's fields).
 FETCH_VERSION = 12
@@ -213,6 +214,13 @@ class ReplicaFetcher:
                         break
                     _log.info("fetcher %s from broker %d: %s; retrying in %d ms", self._client_id, self.source, e,
                               self._settings.backoff_ms)
+                    self._drop_client()
+                    self._backoff_all()
+                except Exception as e:  # Kafka's fetcher survives any failure of a round, and so does this one
+                    if self._stopped():
+                        break
+                    _log_round_error("fetcher %s from broker %d failed a round (%r); retrying", self._client_id,
+                                     self.source, e)
                     self._drop_client()
                     self._backoff_all()
         finally:
