@@ -418,3 +418,29 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there(tmp_path: Pa
         wait_until(lambda: cluster.record(TOPIC).isr == [0, 1], 10, "the follower rejoining the ISR")
     finally:
         cluster.stop_all()
+
+
+def test_a_replica_moved_away_stops_and_stop_partition_deletes(cluster: Cluster) -> None:
+    import threading
+
+    cluster.start(0)
+    cluster.start(1)
+    cluster.create_topic(TOPIC, [0, 1])
+    assert produce_raw(cluster.running[0], [b"a"])["error_code"] == 0
+    wait_until(lambda: caught_up(cluster, [0, 1]), 10, "the follower catching up")
+    gone = cluster.running[1]
+    directory = gone.log(TOPIC, 0).directory
+    # Reassigned to broker 0 alone (Kafka's LeaderAndIsr without broker 1): it stops fetching.
+    with cluster._lock:
+        record = cluster.partitions[(TOPIC, 0)]
+        record.replicas, record.isr, record.leader_epoch = [0], [0], record.leader_epoch + 1
+    cluster.push(TOPIC, 0)
+    wait_until(lambda: not [t for t in threading.enumerate() if t.name == "kafkalog-replica-fetcher-1-0"], 10,
+               "broker 1's fetcher stopping")
+    with RawClient(gone) as raw:
+        _, fetched = raw.call(p.ApiKey.FETCH, 12, fetch_body([(TOPIC, 0, 0)]))
+    assert fetched["responses"][0]["partitions"][0]["error_code"] == p.ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # StopReplica with delete: the last hosted partition of the topic goes, and the topic here.
+    gone.replica_manager.stop_partition(TOPIC, 0, True)
+    assert TOPIC not in gone.topics and not directory.exists()
+    assert produce_raw(cluster.running[0], [b"b"])["error_code"] == 0  # ISR [0]: committed at once
