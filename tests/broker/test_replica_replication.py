@@ -159,6 +159,16 @@ def test_min_insync_replicas_isr_shrink_and_expand(tmp_path: Path) -> None:
         assert produce_raw(leader, [b"c"])["error_code"] == p.ErrorCode.NOT_ENOUGH_REPLICAS
         assert leader.log(TOPIC, 0).log_end_offset == end
         assert produce_raw(leader, [b"d"], acks=1)["error_code"] == 0
+        # A real client sees Kafka's error.
+        from kafka import KafkaProducer
+        from kafka.errors import NotEnoughReplicasError
+
+        producer = KafkaProducer(bootstrap_servers=leader.bootstrap, acks="all", retries=0, request_timeout_ms=10000)
+        try:
+            with pytest.raises(NotEnoughReplicasError):
+                producer.send(TOPIC, b"refused", partition=0).get(timeout=scaled(10))
+        finally:
+            producer.close()
         # The follower returns and rejoins once it reaches the high watermark.
         cluster.start(1)
         wait_until(lambda: cluster.record(TOPIC).isr == [0, 1], 10, "the ISR expanding")

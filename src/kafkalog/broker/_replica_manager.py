@@ -15,6 +15,13 @@ double) constructs the broker with two callables and then tells it each partitio
   leader starts with KIP-320 truncation), or, not being a replica, stops serving it;
 - :meth:`ReplicaManager.stop_partition` (Kafka's StopReplica).
 
+Both calls are made once the broker is started (they raise RuntimeError before) and return once
+applied. ``brokers()`` is called from the event loop and from the fetcher threads, ``alter_isr``
+from the broker's thread pool: both must be thread-safe, and ``alter_isr`` may block (a
+ZooKeeper write). The coordination layer also sets :attr:`ReplicaManager.controller_id` (what
+Metadata answers) and may register :meth:`ReplicaManager.add_role_listener` callbacks (a group
+coordinator loading and unloading ``__consumer_offsets`` partitions).
+
 Without a coordination layer the broker is a single node: :class:`ReplicaManager` then uses a
 local implementation of both callables (this broker is the only live broker, leads everything
 it hosts, with an ISR of itself), and its logs are unreplicated, so the broker behaves as it
