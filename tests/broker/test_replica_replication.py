@@ -459,3 +459,26 @@ def test_a_replica_moved_away_stops_and_stop_partition_deletes(cluster: Cluster)
     gone.replica_manager.stop_partition(TOPIC, 0, True)
     assert TOPIC not in gone.topics and not directory.exists()
     assert produce_raw(cluster.running[0], [b"b"])["error_code"] == 0  # ISR [0]: committed at once
+
+
+def test_replicas_checkpoint_their_high_watermark(tmp_path: Path) -> None:
+    from kafkalog import Log
+
+    cluster = Cluster(tmp_path, 2, {**FAST, "replica.high.watermark.checkpoint.interval.ms": "50"})
+    try:
+        cluster.start(0)
+        cluster.start(1)
+        cluster.create_topic(TOPIC, [0, 1])
+        for v in (b"a", b"b", b"c"):
+            assert produce_raw(cluster.running[0], [v])["error_code"] == 0
+        wait_until(lambda: caught_up(cluster, [0, 1]), 10, "the follower catching up")
+        checkpoint = tmp_path / "broker1" / "replication-offset-checkpoint"
+        wait_until(lambda: checkpoint.exists() and f"{TOPIC} 0 3" in checkpoint.read_text(), 10,
+                   "the periodic checkpoint")  # written while running, not only at shutdown
+        cluster.stop_all()
+        for broker_id in (0, 1):
+            log = Log.open(tmp_path / f"broker{broker_id}" / f"{TOPIC}-0", read_only=True, replicated=True)
+            assert log.high_watermark == 3
+            log.close()
+    finally:
+        cluster.stop_all()
