@@ -341,6 +341,9 @@ class ReplicaManager:
         with partition.role_lock:
             state.leader = NO_LEADER
             state.replicas = [r for r in state.replicas if r != self.broker_id]
+            # Kafka forgets a stopped partition: the next state given for it is taken even at the
+            # same leader epoch.
+            state.partition_epoch = -1
             state.become_follower()
         partition.notify()
         self._role_changed(partition)
