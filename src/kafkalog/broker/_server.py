@@ -1,9 +1,11 @@
-"""A single-node Kafka-protocol broker over kafkalog's partition log (a demonstration and test bed).
+"""A Kafka-protocol broker over kafkalog's partition log (a demonstration and test bed): a single
+node, or one replica of a cluster under a coordination layer (``_replica_manager.py``).
 
 Unmodified Kafka clients produce to it, fetch from it and list offsets; every partition is a
 :class:`~kafkalog.log.Log` in ``<log dir>/<topic>-<partition>``, so what it stores is what a
 Kafka broker would store, and Fetch responses carry record bytes straight from the segment files
-with ``sendfile``. Single node (node id 0 by default, leader of everything, leader epoch 0), no
+with ``sendfile``. Alone it is a single node (node id 0 by default, leader of everything); with
+a coordination layer's ``brokers``/``alter_isr`` it leads or follows what it is told. No
 transactions, no TLS or SASL; consumer groups have a single-node coordinator (``_coordinator.py``, its requests in ``_group_requests.py``). See ``docs/broker.md``.
 
 Run it with ``kafkalog broker --log-dir DIR [--listen HOST:PORT] [--config key=value ...]``
@@ -122,7 +124,7 @@ class _CloseWithLog(ConnectionError):
 
 
 class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers, _GroupHandlers):
-    """A single-node Kafka-protocol broker serving the logs under ``log_dir``.
+    """A Kafka-protocol broker serving the logs under ``log_dir``.
 
     Args:
         log_dir: the log directory (created if absent).
