@@ -187,6 +187,15 @@ class RegistryDecoder(Decoder):
         self._by_type[schema_type] = decoder
         return decoder
 
+    def message_name(self, data: bytes | memoryview) -> str | None:
+        """The full name of the Protobuf message ``data`` holds (by its id and message indexes),
+        or None when its schema is not Protobuf."""
+        framed = unframe(data)
+        schema = self.store.schema(framed.schema_id)
+        if schema.schema_type != PROTOBUF:
+            return None
+        return self._type_decoder(PROTOBUF, framed.schema_id).message_name(data, schema)
+
     def _decode(self, data: bytes | memoryview) -> Any:
         framed = unframe(data)
         schema = self.store.schema(framed.schema_id)

@@ -256,6 +256,13 @@ class ProtobufPayloadDecoder:
                 self._compiled[schema.id] = found
         return found
 
+    def message_name(self, data: bytes | memoryview, schema: Schema | None = None) -> str:
+        """The full name of the message in ``data`` (its id's schema and message indexes)."""
+        framed = unframe_protobuf(data)
+        if schema is None:
+            schema = self.store.schema(framed.schema_id)
+        return self.compiled(schema).message_class(framed.message_indexes or [0]).DESCRIPTOR.full_name
+
     def decode_framed(self, data: bytes | memoryview, schema: Schema | None = None) -> Any:
         """The message in ``data`` (wire format) as a dict."""
         framed = unframe_protobuf(data)
