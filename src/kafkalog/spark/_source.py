@@ -73,6 +73,7 @@ from typing import Any
 from .. import KafkalogError, verify_segment
 from ..remote import normalize_path
 from ..errors import InvalidConfigError
+from ..schema_registry.store import SCHEMAS_TOPIC
 from ._arrow import (
     _arrow_batches,
     _arrow_schema,
@@ -234,10 +235,11 @@ class KafkalogDataSource(DataSource):
 
 
 def _types_topic(options: _ReadOptions) -> str | None:
-    """The one topic a read covers (its subjects type decoded columns), or None."""
+    """The one topic a read covers (its subjects type decoded columns), or None; the schema
+    registry's own ``_schemas`` topic, when read along, does not count."""
     if options.subscribe is not None and len(options.subscribe) == 1:
         return options.subscribe[0]
-    topics = {d.topic for d in _discover(options)}
+    topics = {d.topic for d in _discover(options)} - {SCHEMAS_TOPIC}
     return topics.pop() if len(topics) == 1 else None
 
 
