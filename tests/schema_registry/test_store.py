@@ -198,3 +198,8 @@ def test_replay_matches_the_registrys_rules(ops):
         else:
             with pytest.raises(UnknownSchemaError):
                 store.schema(schema_id)
+
+
+def test_another_topic_is_not_taken_for_schemas(registry_data):
+    with pytest.raises(SchemaError, match="orders-0 is not a Schema Registry topic: none of its 7 records"):
+        open_schema_store(registry_data.log_dir / "orders-0")
