@@ -10,6 +10,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import SHARED_CORPUS
 from kafkalog import SchemaError, open_schema_store
@@ -146,10 +148,6 @@ def test_a_registry_that_does_not_answer_in_time(registry_data):
         store = RegistrySchemaStore(f"http://127.0.0.1:{server.getsockname()[1]}", timeout=0.5)
         with pytest.raises(SchemaError, match="cannot reach the schema registry.*timed out"):
             store.schema(1)
-
-
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _OPS = st.lists(st.tuples(st.sampled_from(["register", "soft", "tombstone", "delete_subject", "clear"]),
                           st.sampled_from(["a-value", "b-value"]), st.integers(1, 3)), max_size=25)
