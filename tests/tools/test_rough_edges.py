@@ -394,3 +394,18 @@ def test_retention_reports_library_warnings_in_its_output(sample, tmp_path) -> N
     rc, out, err = run(*args, "--json")
     assert rc == 0 and err == ""
     assert any("needs its indexes rebuilt" in w for w in json.loads(out)["warnings"])
+
+
+def test_outputs_and_inputs_that_are_other_files(sample, tmp_path) -> None:
+    """convert into an existing non-segment file said "File exists"; rebuild-index of a file
+    that belongs to no segment said "no segment notes.log here"."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    segment = next((sample / "orders-0").glob("*.log"))
+    rc, _, err = run("convert", segment, notes)
+    assert rc == 1
+    assert err == (f"kafkalog convert: {notes}: the output exists and is neither a segment (<20 digits>.log) nor a "
+                   "directory to write into\n")
+    assert notes.read_text() == "mine"
+    rc, _, err = run("rebuild-index", notes)
+    assert rc == 1 and err.startswith(f"kafkalog rebuild-index: {notes}: not a file of a segment: no notes.log beside it")
