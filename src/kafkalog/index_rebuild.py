@@ -254,7 +254,11 @@ def rebuild_path(
         stem = path.name.split(".", 1)[0]
         log = path.with_name(stem + LOG_SUFFIX)
         if not log.exists():
-            raise KafkalogError(f"no segment {log.name} here", file=str(path))
+            raise KafkalogError(
+                f"not a file of a segment: no {log.name} beside it (give a <offset>.log or one of its index files, "
+                "a partition directory or a log directory)",
+                file=str(path),
+            )
         return [rebuild_indexes(log, index_interval_bytes=index_interval_bytes, dry_run=dry_run, progress=progress)]
     partitions = [path] if segment_logs(path) else find_partition_dirs(path)
     reports = []

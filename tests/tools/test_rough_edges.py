@@ -66,7 +66,7 @@ def test_compact_help_names_every_settings_source() -> None:
 def test_convert_failure_removes_the_directories_it_created(sample, tmp_path) -> None:
     src = sample / "orders-0"  # transactional batches: no form in magic 1
     dst = tmp_path / "out" / "deeper" / "orders-v1-0"
-    rc, out, err = run("convert", src, dst, "--magic", "1")
+    rc, _, err = run("convert", src, dst, "--magic", "1")
     assert rc == 1 and "transactional" in err
     assert not (tmp_path / "out").exists()
     # A directory that was there before stays, even empty.
@@ -83,7 +83,7 @@ def test_convert_failure_removes_the_directories_it_created(sample, tmp_path) ->
 
 def test_salvage_into_a_missing_directory_names_it(sample, tmp_path) -> None:
     segment = next((sample / "orders-0").glob("*.log"))
-    rc, out, err = run("salvage", segment, tmp_path / "newdir" / "x.log")
+    rc, _, err = run("salvage", segment, tmp_path / "newdir" / "x.log")
     assert rc == 1
     assert ".tmp" not in err
     assert str(tmp_path / "newdir") in err and "does not exist" in err
@@ -105,7 +105,7 @@ def test_sizes_take_units(text, value) -> None:
 
 def test_size_options_accept_units_and_name_no_internals(sample) -> None:
     segment = next((sample / "orders-0").glob("*.log"))
-    rc, out, err = run("dump", "--files", segment, "--max-bytes", "1k")
+    rc, _, err = run("dump", "--files", segment, "--max-bytes", "1k")
     assert rc == 0, err
     for option in ("--max-bytes", "--max-message-size"):
         rc, _, err = run("dump", "--files", segment, option, "1q")
@@ -220,7 +220,7 @@ def test_verify_parent_of_log_dirs_names_all_of_them(sample, tmp_path) -> None:
     (parent / "empty").mkdir()
     (parent / "meta-only").mkdir()
     (parent / "meta-only" / "meta.properties").write_text("version=1\n")
-    rc, out, err = run("verify", parent)
+    rc, _, err = run("verify", parent)
     assert rc == 1 and err.count("\n") == 1
     for name in ("kafka-logs-1", "data", "broker-b", "meta-only"):
         assert name in err
@@ -299,7 +299,7 @@ def test_convert_failure_midway_removes_the_segments_it_wrote(tmp_path) -> None:
         b.append(b"k", b"v", timestamp=1_700_000_000_100, headers=[("h", b"x")])  # no form in magic 1
         log.append(b.build(), leader_epoch=0)
     assert len(list(part.glob("*.log"))) > 2
-    rc, out, err = run("convert", part, tmp_path / "out-0", "--magic", "1")
+    rc, _, err = run("convert", part, tmp_path / "out-0", "--magic", "1")
     assert rc == 1 and "header" in err, err
     assert not (tmp_path / "out-0").exists()
     (tmp_path / "there-0").mkdir()
@@ -380,3 +380,34 @@ def test_size_parser_round_trip(n, unit, upper) -> None:
 def test_what_is_no_size(text) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
         _size(text)
+
+
+def test_retention_reports_library_warnings_in_its_output(sample, tmp_path) -> None:
+    """A segment without its offset index: the load's warning went to stderr as a bare line from
+    Python's last-resort handler; it is a line of the report (and of the JSON) now."""
+    logs = copy_of(sample, tmp_path)
+    part = logs / "orders-0"
+    first = sorted(part.glob("*.index"))[0]
+    first.unlink()
+    args = ("retention", part, "--dry-run", "--config", "retention.bytes=0", "--now", 1_700_000_000_000)
+    rc, out, err = run(*args)
+    assert rc == 0 and err == ""
+    assert f"  warning: segment {part / first.name.replace('.index', '.log')} needs its indexes rebuilt" in out
+    rc, out, err = run(*args, "--json")
+    assert rc == 0 and err == ""
+    assert any("needs its indexes rebuilt" in w for w in json.loads(out)["warnings"])
+
+
+def test_outputs_and_inputs_that_are_other_files(sample, tmp_path) -> None:
+    """convert into an existing non-segment file said "File exists"; rebuild-index of a file
+    that belongs to no segment said "no segment notes.log here"."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    segment = next((sample / "orders-0").glob("*.log"))
+    rc, _, err = run("convert", segment, notes)
+    assert rc == 1
+    assert err == (f"kafkalog convert: {notes}: the output exists and is neither a segment (<20 digits>.log) nor a "
+                   "directory to write into\n")
+    assert notes.read_text() == "mine"
+    rc, _, err = run("rebuild-index", notes)
+    assert rc == 1 and err.startswith(f"kafkalog rebuild-index: {notes}: not a file of a segment: no notes.log beside it")

@@ -23,7 +23,7 @@ from ..verify import MAX_PROBLEMS_PER_KIND, VerifyReport, total_log_bytes, verif
 from ..verify import SegmentReport as VerifySegmentReport
 from ._convert import convert_path
 from ._jvm import _CODEC_NAMES
-from ._tool import _display, _now_ms, _problem_lines, _table, _Tool, _ts
+from ._tool import _display, _LibraryWarnings, _now_ms, _problem_lines, _table, _Tool, _ts
 from ._topic_config import SettingsReader, TopicSettings
 
 
@@ -352,14 +352,17 @@ def _retention_one(tool: _Tool, directory: Path, settings: TopicSettings, now: i
     config = settings.config
     offline = plan_partition_retention(directory, config, now)  # what the files say, read-only
     plan = offline.plan
-    if plan.deletions:
-        # What the log decides after loading it as a broker would (recovery may cut segments);
-        # a dry run loads it read-only, changing nothing on disk.
-        log = Log.open(directory, config, read_only=a.dry_run)
-        try:
-            plan = log.delete_old_segments(now_ms=now, dry_run=a.dry_run)
-        finally:
-            log.close()  # runs the delayed file deletions now
+    # The library's warnings (an index to rebuild on load) go in the report, not to Python's
+    # last-resort handler on stderr.
+    with _LibraryWarnings() as warnings:
+        if plan.deletions:
+            # What the log decides after loading it as a broker would (recovery may cut segments);
+            # a dry run loads it read-only, changing nothing on disk.
+            log = Log.open(directory, config, read_only=a.dry_run)
+            try:
+                plan = log.delete_old_segments(now_ms=now, dry_run=a.dry_run)
+            finally:
+                log.close()  # runs the delayed file deletions now
     doomed = {d.base_offset: d for d in plan.deletions}
     if a.json:
         tool.json({
@@ -372,6 +375,7 @@ def _retention_one(tool: _Tool, directory: Path, settings: TopicSettings, now: i
             "needsRoll": plan.needs_roll,
             "settings": {k: v for k, v in settings.to_dict().items() if k in _RETENTION_SETTINGS},
             "refused": settings.refused,
+            "warnings": warnings,
             "segments": [
                 {
                     "file": s.path,
@@ -394,6 +398,8 @@ def _retention_one(tool: _Tool, directory: Path, settings: TopicSettings, now: i
     tool.print(f"  settings: {settings.describe(_RETENTION_SETTINGS)}")
     if settings.refused:
         tool.print(f"  refused: {settings.refused}")
+    for message in warnings:
+        tool.print(f"  warning: {message}")
     verb = "would delete" if a.dry_run else "deleted"
     for s in offline.segments:
         offsets = "empty" if s.last_offset is None else f"offsets {s.base_offset}..{s.last_offset}"

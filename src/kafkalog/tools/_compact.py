@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 from typing import NamedTuple
 
@@ -13,7 +12,7 @@ from ..cleaner_stats import REASONS, CleanerProgress
 from ..log_loader import LoadedLog
 from ._commands import _cli_properties, _config_from
 from ._progress import _ProgressBar
-from ._tool import _now_ms, _table, _Tool, _ts
+from ._tool import _LibraryWarnings, _now_ms, _table, _Tool, _ts
 from ._topic_config import NEVER_COMPACTED, SettingsReader, TopicSettings
 
 # ------------------------------------------------------------------------------------------------
@@ -44,27 +43,6 @@ class _CleanerBars:
             self._bar.close()
             self._bar = None
         self._phase, self._done = None, 0
-
-
-class _LibraryWarnings(logging.Handler):
-    """Collects the library's warnings (``kafkalog.*`` loggers: a rebuilt index, a corrupt
-    checkpoint ignored) while it is entered, so a command reports them in its output instead of
-    Python's last-resort handler printing them on stderr."""
-
-    def __init__(self, sink: list[str] | None = None) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = [] if sink is None else sink
-        self._logger = logging.getLogger("kafkalog")
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-    def __enter__(self) -> list[str]:
-        self._logger.addHandler(self)
-        return self.messages
-
-    def __exit__(self, *exc: object) -> None:
-        self._logger.removeHandler(self)
 
 
 def _compact_config(tool: _Tool, parser: argparse.ArgumentParser) -> LogConfig:

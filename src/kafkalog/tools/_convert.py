@@ -221,9 +221,17 @@ def _check_target(magic: int, compression: Compression | str | int) -> Compressi
 
 def _output_log(src: Path, dst: Path) -> Path:
     """The output ``.log`` for ``src``: ``dst`` itself when it is named like a segment, else a
-    file in the directory ``dst`` (created if needed) named after the source's base offset."""
+    file in the directory ``dst`` (created if needed) named after the source's base offset.
+
+    Raises:
+        ConversionError: ``dst`` is another kind of file.
+    """
     if _is_segment_log(dst.name) and not dst.is_dir():
         return dst
+    if dst.exists() and not dst.is_dir():
+        raise ConversionError(
+            "the output exists and is neither a segment (<20 digits>.log) nor a directory to write into", file=str(dst)
+        )
     dst.mkdir(parents=True, exist_ok=True)
     return dst / f"{segment_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 import os
 import posixpath
 import time
@@ -180,6 +181,27 @@ class _Tool:
         self.refuse_left_alone(arg, topic_rules)
         not_a_dir = f"{self.name} takes a partition directory or a log directory, not a file"
         yield from self.skip_left_alone(_partitions_at(arg, not_a_dir=not_a_dir), topic_rules)
+
+
+class _LibraryWarnings(logging.Handler):
+    """Collects the library's warnings (``kafkalog.*`` loggers: a rebuilt index, a corrupt
+    checkpoint ignored) while it is entered, so a command reports them in its output instead of
+    Python's last-resort handler printing them on stderr."""
+
+    def __init__(self, sink: list[str] | None = None) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = [] if sink is None else sink
+        self._logger = logging.getLogger("kafkalog")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> list[str]:
+        self._logger.addHandler(self)
+        return self.messages
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
 
 
 def _problem_lines(problems: Sequence[Problem], root: str, root_is_dir: bool | None = None) -> list[str]:
