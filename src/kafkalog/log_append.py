@@ -136,10 +136,10 @@ def frame_before_lock(
     view: memoryview, *, max_message_bytes: int, assign_offsets: bool, file: str
 ) -> tuple[list[RecordBatch] | None, int]:
     """Frame an append before the log's lock is taken (:func:`analyze_records`), unless the
-    compiled leader pipeline will frame it under the lock as part of its one call
-    (:func:`prepare_append`): then ``(None, len(view))``. Here the record core is chosen, so
+    compiled pipeline will frame it under the lock as part of its one call
+    (:func:`kafkalog.append_request.append_request`): then ``(None, len(view))``. Here the record core is chosen, so
     the log never asks which one runs. An empty list of batches: nothing to append."""
-    if assign_offsets and native.ext is not None and len(view):
+    if native.ext is not None and len(view):
         return None, len(view)
     return analyze_records(view, max_message_bytes=max_message_bytes, assign_offsets=assign_offsets, file=file)
 
