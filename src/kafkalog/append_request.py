@@ -51,6 +51,9 @@ WRITTEN, PREPARED, ROLL, FAILED = 0, 1, 2, 3
 STAGE_LOG, STAGE_OFFSET_INDEX, STAGE_TIME_INDEX = 1, 2, 3
 
 _INT32_MAX = 2**31 - 1
+#: os.pwrite as imported: a replacement installed later (a test's injected short write or
+#: ENOSPC) is handed to the compiled call, which then writes through it.
+_PWRITE = os.pwrite
 _OFFSET_ENTRY = OffsetIndex._ENTRY_STRUCT
 _TIME_ENTRY = TimeIndex._ENTRY_STRUCT
 
@@ -125,6 +128,7 @@ def append_request(
                 view, leader, log_end_offset, now_ms, config.max_message_bytes, config.log_append_time,
                 config.timestamp_before_max_ms, config.timestamp_after_max_ms, config.compact, from_client,
                 leader_epoch is not None, -1 if leader_epoch is None else leader_epoch, segment,
+                None if os.pwrite is _PWRITE else os.pwrite,
             )
         except (native.Invalid, OverflowError):
             result = None  # refused or out of range: the twin words the error, or takes it

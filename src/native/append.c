@@ -349,16 +349,49 @@ follower_check(const uint8_t *buf, Py_ssize_t len, int64_t log_end, int64_t max_
     return DONE;
 }
 
+/* One pwrite, or a call of `hook(fd, memoryview, position)` when one is given: the interposer
+ * tests install in place of os.pwrite (an injected short write or ENOSPC), called with the GIL
+ * taken back. -1 with errno set on failure. */
+static ssize_t
+pwrite_once(PyObject *hook, int fd, const uint8_t *buf, int64_t size, int64_t pos)
+{
+    if (hook == NULL)
+        return pwrite(fd, buf, (size_t)size, (off_t)pos);
+    ssize_t n = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *mv = PyMemoryView_FromMemory((char *)buf, (Py_ssize_t)size, PyBUF_READ);
+    PyObject *r = mv == NULL ? NULL : PyObject_CallFunction(hook, "iOL", fd, mv, (long long)pos);
+    Py_XDECREF(mv);
+    if (r != NULL) {
+        n = (ssize_t)PyLong_AsSsize_t(r);
+        Py_DECREF(r);
+    }
+    if (PyErr_Occurred()) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *code = value != NULL ? PyObject_GetAttrString(value, "errno") : NULL;
+        errno = code != NULL && PyLong_Check(code) ? (int)PyLong_AsLong(code) : EIO;
+        Py_XDECREF(code);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_Clear();
+        n = -1;
+    }
+    PyGILState_Release(gil);
+    return n;
+}
+
 /* pwrite all of buf at pos, as the pure twin's loop; -1 with errno set on failure (a write that
  * takes nothing counts as ENOSPC), *done the bytes that landed. */
 static int
-pwrite_all(int fd, const uint8_t *buf, int64_t size, int64_t pos, int64_t *done)
+pwrite_all(PyObject *hook, int fd, const uint8_t *buf, int64_t size, int64_t pos, int64_t *done)
 {
     *done = 0;
     while (*done < size) {
-        ssize_t w = pwrite(fd, buf + *done, (size_t)(size - *done), (off_t)(pos + *done));
+        ssize_t w = pwrite_once(hook, fd, buf + *done, size - *done, pos + *done);
         if (w < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR && hook == NULL)
                 continue;
             return -1;
         }
@@ -409,12 +442,13 @@ needs_python(const segment_job *sj, const request_facts *f, int64_t *new_max_ts,
 /* LogSegment._append_at: the log write, then an offset index entry and maybe a time index entry
  * every index.interval.bytes (written with pwrite: a full disk is ENOSPC, never SIGBUS). */
 static int
-write_request(const uint8_t *data, const segment_job *sj, request_facts *f, int64_t max_ts, int64_t max_ts_offset)
+write_request(PyObject *hook, const uint8_t *data, const segment_job *sj, request_facts *f, int64_t max_ts,
+              int64_t max_ts_offset)
 {
     int64_t done;
     f->indexed = 0;
     f->written = 0;
-    if (pwrite_all(sj->fd, data, f->valid, sj->position, &done) < 0) {
+    if (pwrite_all(hook, sj->fd, data, f->valid, sj->position, &done) < 0) {
         f->stage = STAGE_LOG;
         f->error = errno;
         f->written = done;
@@ -425,7 +459,7 @@ write_request(const uint8_t *data, const segment_job *sj, request_facts *f, int6
         uint8_t entry[12];
         put32(entry, (int32_t)(f->last_offset - sj->base_offset));
         put32(entry + 4, (int32_t)sj->position);
-        if (pwrite_all(sj->oi_fd, entry, 8, sj->oi_entries * 8, &done) < 0) {
+        if (pwrite_all(hook, sj->oi_fd, entry, 8, sj->oi_entries * 8, &done) < 0) {
             f->stage = STAGE_OFFSET_INDEX;
             f->error = errno;
             return FAILED;
@@ -434,7 +468,7 @@ write_request(const uint8_t *data, const segment_job *sj, request_facts *f, int6
         if (max_ts > sj->ti_last_ts) {
             put64(entry, max_ts);
             put32(entry + 8, (int32_t)(max_ts_offset - sj->base_offset));
-            if (pwrite_all(sj->ti_fd, entry, 12, sj->ti_entries * 12, &done) < 0) {
+            if (pwrite_all(hook, sj->ti_fd, entry, 12, sj->ti_entries * 12, &done) < 0) {
                 f->stage = STAGE_TIME_INDEX;
                 f->error = errno;
                 return FAILED;
@@ -473,16 +507,17 @@ epoch_changes(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n)
 }
 
 /* append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time,
- *                before_ms, after_ms, compact, from_client, stamp_epoch, leader_epoch, segment)
+ *                before_ms, after_ms, compact, from_client, stamp_epoch, leader_epoch, segment[, hook])
  *   -> None (the pure twin must take it) | raises Invalid (refused: the twin words why) |
  *      (WRITTEN, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, indexed, None, None) |
  *      (PREPARED or ROLL, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, 0, data, positions) |
  *      (FAILED, stage, errno, written)
- * `segment` is the tuple of LogSegment.append_job, or None to check without writing (PREPARED). */
+ * `segment` is the tuple of LogSegment.append_job, or None to check without writing (PREPARED);
+ * `hook`, when not None, is called in place of pwrite (pwrite_once). */
 static PyObject *
 append_request(PyObject *self, PyObject *args)
 {
-    PyObject *obj, *seg_obj, *out = NULL, *result = NULL, *epochs = NULL;
+    PyObject *obj, *seg_obj, *hook = NULL, *out = NULL, *result = NULL, *epochs = NULL;
     append_job job;
     segment_job sj;
     request_facts f;
@@ -492,10 +527,12 @@ append_request(PyObject *self, PyObject *args)
     int64_t max_ts = -1, max_ts_offset = -1;
 
     memset(&f, 0, sizeof f);
-    if (!PyArg_ParseTuple(args, "OpLLLpLLpppLO:append_request", &obj, &leader, &job.first_offset, &job.now_ms,
+    if (!PyArg_ParseTuple(args, "OpLLLpLLpppLO|O:append_request", &obj, &leader, &job.first_offset, &job.now_ms,
                           &job.max_message_bytes, &job.log_append_time, &job.before_ms, &job.after_ms, &job.compact,
-                          &job.from_client, &job.stamp_epoch, &job.leader_epoch, &seg_obj))
+                          &job.from_client, &job.stamp_epoch, &job.leader_epoch, &seg_obj, &hook))
         return NULL;
+    if (hook == Py_None)
+        hook = NULL;
     have_segment = seg_obj != Py_None;
     if (have_segment &&
         !PyArg_ParseTuple(seg_obj, "iLLLLLLLiLLLiLLLLLL:append_request segment", &sj.fd, &sj.position, &sj.base_offset,
@@ -544,7 +581,7 @@ append_request(PyObject *self, PyObject *args)
         if (needs_python(&sj, &f, &max_ts, &max_ts_offset))
             status = ROLL;
         else
-            status = write_request(data, &sj, &f, max_ts, max_ts_offset);
+            status = write_request(hook, data, &sj, &f, max_ts, max_ts_offset);
     }
     Py_END_ALLOW_THREADS
     if (rc != DONE) {
