@@ -38,6 +38,7 @@ from .log_append import (
     PreparedAppend,
     analyze_records,
     prepare_follower_append,
+    rules_of,
     prepare_leader_append,
     source_compression,
 )
@@ -125,10 +126,8 @@ def append_request(
     if ext is not None and batches is None and len(view) and len(view) <= config.segment_bytes:
         try:
             result = ext.append_request(
-                view, leader, log_end_offset, now_ms, config.max_message_bytes, config.log_append_time,
-                config.timestamp_before_max_ms, config.timestamp_after_max_ms, config.compact, from_client,
-                leader_epoch is not None, -1 if leader_epoch is None else leader_epoch, segment,
-                None if os.pwrite is _PWRITE else os.pwrite,
+                view, leader, log_end_offset, now_ms, *rules_of(config), from_client, leader_epoch is not None,
+                -1 if leader_epoch is None else leader_epoch, segment, None if os.pwrite is _PWRITE else os.pwrite,
             )
         except (native.Invalid, OverflowError):
             result = None  # refused or out of range: the twin words the error, or takes it

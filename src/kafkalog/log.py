@@ -70,6 +70,9 @@ from .segment import LogSegment, TimestampAndOffset
 from .transaction_index import AbortedTxn
 from .varint import INT32_MAX
 
+#: Compression by codec id (the one-call append reports the id).
+_CODECS = tuple(sorted(Compression, key=lambda c: c.value))
+
 _log = logging.getLogger(__name__)
 
 
@@ -438,7 +441,10 @@ class Log:
         """
         if origin is None:
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-        buf = records.buffer if isinstance(records, MemoryRecords) else records
+        kind = type(records)
+        buf = records if kind is bytes or kind is bytearray else (
+            records.buffer if isinstance(records, MemoryRecords) else records
+        )
         view = memoryview(buf).cast("B")
         batches, valid = frame_before_lock(
             view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
@@ -492,10 +498,9 @@ class Log:
         status = result[0]
         if status == FAILED:
             self._undo_request(segment, job, result)
-        (_, first_offset, last_offset, max_ts, max_ts_offset, size, count, codec, epochs, indexed, data,
-         positions) = result
+        _, first_offset, last_offset, max_ts, max_ts_offset, size, count, codec, epochs, indexed, data, _ = result
         log_append_time = now if assign_offsets and config.log_append_time else -1
-        source = Compression(codec)
+        source = _CODECS[codec]
         if status != WRITTEN:
             prepared = PreparedAppend(
                 data=view[:size] if data is None else data, batches=batches_of(result, view, str(self.directory)),

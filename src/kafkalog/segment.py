@@ -319,25 +319,22 @@ class LogSegment:
         settings of the log now), or None when the append must go through :meth:`append` (an
         index in memory, a remote file, or a roll due by the clock alone)."""
         target = self.log.append_target()
-        if target is None:
-            return None
         offsets = self.offset_index.append_target()
         times = self.time_index.append_target()
-        if offsets is None or times is None:
+        if target is None or offsets is None or times is None:
             return None
         fd, position = target
-        self._load_first_batch_timestamp()
+        if self._rolling_based_timestamp is None:
+            self._load_first_batch_timestamp()
         roll_ts = self._rolling_based_timestamp if self._rolling_based_timestamp is not None else -1
         roll_ms = segment_ms - self.roll_jitter_ms
         if roll_ts < 0 and position > 0 and now_ms - self.created_ms > roll_ms:
             return None  # shouldRoll by the segment's age on the clock: the pure path rolls
         if not self._max_loaded:
             self._load_max()
-        last_time = self.time_index.last_entry
         return (
             fd, position, self.base_offset, max_segment_bytes, roll_ts, roll_ms, self.index_interval_bytes,
-            self._bytes_since_last_index_entry, *offsets, self.offset_index.last_offset, *times,
-            last_time.timestamp, last_time.offset, self._max_ts, self._max_ts_offset,
+            self._bytes_since_last_index_entry, *offsets, *times, self._max_ts, self._max_ts_offset,
         )
 
     def note_request(

@@ -1,13 +1,10 @@
-/* The append pipeline over a whole request, in one call.
- *
- * leader_append_v2: the compiled twin of log_append.analyze_records +
- * validator.validate_and_assign_offsets for the common case, v2 batches without compression.
- *
- * append_request: the twin of kafkalog.append_request.append_request_py: a leader's request
- * (the checks and offsets of leader_append_v2) or a follower's (framing, CRC-32C, counts,
- * increasing offsets from the log end) checked and, when no per-request decision is left to
- * Python (no producer id, no roll), written to the segment file with its offset and time index
- * entries, all with the GIL released.
+/* The append pipeline over a whole request, in one call: append_request, the twin of
+ * kafkalog.append_request.append_request_py. A leader's request (leader_append: the twin of
+ * log_append.analyze_records + validator.validate_and_assign_offsets for v2 batches without
+ * compression) or a follower's (follower_check: framing, CRC-32C, counts, increasing offsets
+ * from the log end) is checked and, when no per-request decision is left to Python (no producer
+ * id, no roll), written to the segment file with its offset and time index entries, all with
+ * the GIL released.
  *
  * One pass over a private copy of the request frames each batch once and checks what Kafka's
  * LogValidator checks of it (sizes, CRC-32C, counts, the client rules of validateBatch, every
@@ -162,78 +159,6 @@ leader_append(uint8_t *buf, Py_ssize_t len, append_job *job, Py_ssize_t *positio
     }
     return DONE;
 }
-
-/* leader_append_v2(data, first_offset, now_ms, max_message_bytes, log_append_time, before_ms,
- *                  after_ms, compact, from_client, stamp_epoch, leader_epoch)
- *   -> (bytearray, positions, next_offset, max_timestamp, offset_of_max_timestamp) | None */
-static PyObject *
-leader_append_v2(PyObject *self, PyObject *args)
-{
-    PyObject *obj, *out = NULL, *positions_tuple = NULL;
-    append_job job;
-    Py_buffer view;
-    Py_ssize_t *positions = NULL;
-    int rc;
-
-    if (!PyArg_ParseTuple(args, "OLLLpLLpppL:leader_append_v2", &obj, &job.first_offset, &job.now_ms,
-                          &job.max_message_bytes, &job.log_append_time, &job.before_ms, &job.after_ms,
-                          &job.compact, &job.from_client, &job.stamp_epoch, &job.leader_epoch))
-        return NULL;
-    if (kl_get_buffer(obj, &view) < 0)
-        return NULL;
-    if (view.len == 0) {
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
-    /* Every batch is at least 61 bytes: the positions array is bounded by the buffer's size. */
-    positions = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(view.len / RECORDS_AT + 1));
-    out = PyByteArray_FromStringAndSize(NULL, view.len);
-    if (positions == NULL || out == NULL) {
-        PyBuffer_Release(&view);
-        PyMem_Free(positions);
-        Py_XDECREF(out);
-        return PyErr_NoMemory();
-    }
-    uint8_t *copy = (uint8_t *)PyByteArray_AS_STRING(out);
-    if (view.len >= 65536) {
-        Py_BEGIN_ALLOW_THREADS
-        memcpy(copy, view.buf, (size_t)view.len);
-        rc = leader_append(copy, view.len, &job, positions);
-        Py_END_ALLOW_THREADS
-    }
-    else {
-        memcpy(copy, view.buf, (size_t)view.len);
-        rc = leader_append(copy, view.len, &job, positions);
-    }
-    PyBuffer_Release(&view);
-    if (rc != DONE) {
-        PyMem_Free(positions);
-        Py_DECREF(out);
-        if (rc == MALFORMED) {
-            kl_set_invalid(job.batches, job.fail_pos);
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    positions_tuple = PyTuple_New(job.batches);
-    if (positions_tuple == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < job.batches; i++) {
-        PyObject *p = PyLong_FromSsize_t(positions[i]);
-        if (p == NULL)
-            goto fail;
-        PyTuple_SET_ITEM(positions_tuple, i, p);
-    }
-    PyMem_Free(positions);
-    return Py_BuildValue("NNLLL", out, positions_tuple, (long long)job.next_offset, (long long)job.max_timestamp,
-                         (long long)job.offset_of_max_timestamp);
-fail:
-    PyMem_Free(positions);
-    Py_DECREF(out);
-    Py_XDECREF(positions_tuple);
-    return NULL;
-}
-
 
 /* ---- append_request: a leader's or a follower's request, checked and written ---------------- */
 
@@ -632,10 +557,6 @@ done:
 }
 
 PyMethodDef kl_append_methods[] = {
-    {"leader_append_v2", leader_append_v2, METH_VARARGS,
-     "leader_append_v2(data, first_offset, now_ms, max_message_bytes, log_append_time, before_ms, after_ms, "
-     "compact, from_client, stamp_epoch, leader_epoch) -> (bytearray, positions, next_offset, max_timestamp, "
-     "offset_of_max_timestamp), or None when the pure validator must take the append"},
     {"append_request", append_request, METH_VARARGS,
      "append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time, before_ms, after_ms, "
      "compact, from_client, stamp_epoch, leader_epoch, segment) -> a request checked and, when nothing is left "
