@@ -167,6 +167,8 @@ class Log:
             directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.topic, self.partition = topic, partition
+        # The names errors carry, made once (an append passes them on every call).
+        self._file, self._partition_name = str(directory), f"{topic}-{partition}"
         self.config = config
         self._clock = clock or _now_ms
         self._lock = threading.RLock()
@@ -447,8 +449,7 @@ class Log:
         )
         view = memoryview(buf).cast("B")
         batches, valid = frame_before_lock(
-            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
-            file=str(self.directory),
+            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets, file=self._file
         )
         if batches is not None and not batches:
             return LogAppendInfo.nothing(self._log_start_offset)
@@ -490,8 +491,8 @@ class Log:
         result = append_request(
             view[:valid] if batches is not None else view, leader=assign_offsets, log_end_offset=self._end.offset,
             log_start_offset=self._log_start_offset, config=config, now_ms=now, leader_epoch=leader_epoch,
-            from_client=origin is AppendOrigin.CLIENT, segment=job, partition=f"{self.topic}-{self.partition}",
-            file=str(self.directory), batches=batches,
+            from_client=origin is AppendOrigin.CLIENT, segment=job, partition=self._partition_name,
+            file=self._file, batches=batches,
         )
         if result is None:
             return LogAppendInfo.nothing(self._log_start_offset)
@@ -503,7 +504,7 @@ class Log:
         source = _CODECS[codec]
         if status != WRITTEN:
             prepared = PreparedAppend(
-                data=view[:size] if data is None else data, batches=batches_of(result, view, str(self.directory)),
+                data=view[:size] if data is None else data, batches=batches_of(result, view, self._file),
                 first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
                 offset_of_max_timestamp=max_ts_offset, log_append_time=log_append_time, source_compression=source,
             )
@@ -518,7 +519,7 @@ class Log:
         end = last_offset + 1
         self.producer_state.update_map_end_offset(end)
         # Publish the new end last: readers read up to it.
-        self._end = LogOffsetMetadata(offset=end, segment_base_offset=segment.base_offset, position=position + size)
+        self._end = LogOffsetMetadata(end, segment.base_offset, position + size)
         self._hw.on_append(end)
         self._maybe_flush(now)
         return LogAppendInfo(
