@@ -436,9 +436,9 @@ def attribution(protos: Protos, nbytes: int, repeats: int) -> dict:
         compiled = native._compiled
         now = int(time.time() * 1000)
 
-        def pipeline():  # the compiled leader pipeline alone: copy, frame, CRC, walk, rules, offsets
+        def pipeline():  # the compiled leader checks alone (no segment: nothing written): copy, frame, CRC, walk, rules, offsets
             for b in items:
-                compiled.leader_append_v2(b, 0, now, 1 << 30, False, 2**63 - 1, 2**63 - 1, False, True, False, -1)
+                compiled.append_request(b, True, 0, now, 1 << 30, False, 2**63 - 1, 2**63 - 1, False, True, False, -1, None)
 
         parts.append(("compiled_pipeline", pipeline))
     out = {}

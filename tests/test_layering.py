@@ -53,6 +53,7 @@ CORE_LAYERS = {
     "log_directory": 5,
     "local_log": 5,
     "log_append": 5,
+    "append_request": 5,
     "log_retention": 5,
     "log_validator": 5,
     "log_loader": 5,

@@ -427,6 +427,22 @@ class FileRecords(Records):
         self._h.size = pos + written
         return written
 
+    def append_target(self) -> tuple[int, int] | None:
+        """``(descriptor, size)`` where a compiled append writes this file's next records
+        (:mod:`kafkalog.append_request`), or None when it cannot (remote, closed, read-only)."""
+        h = self._h
+        if h.closed or h.remote is not None or not self._writable:
+            return None
+        return h.fd, h.size
+
+    def note_appended(self, position: int, written: int) -> None:
+        """Count ``written`` bytes a compiled append wrote at ``position`` (the file's size)."""
+        self._h.size = position + written
+
+    def undo_write(self, position: int, written: int) -> None:
+        """Take back the bytes of a failed compiled append, as :meth:`append` does its own."""
+        self._undo_partial_write(self._h.fd, position, written)
+
     def _undo_partial_write(self, fd: int, pos: int, written: int) -> None:
         """Take back the ``written`` bytes a failed append left at ``pos``: cut the file there,
         or zero them where the file extends past them (preallocation, whose blocks they

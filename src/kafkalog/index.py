@@ -492,9 +492,31 @@ class _Index(ABC, Generic[_Entry]):
                 f"attempt to append to a full index (size = {self._entries})", file=str(self._path)
             )
         self._store(self._ENTRY_STRUCT.pack(*row), self._entries * self.entry_size)
+        self._count(row[0])
+
+    def _count(self, key: int) -> None:
+        """Count the entry just stored in the next slot (its key first, in both layouts)."""
         self._entries += 1
         if self._keys is not None:
-            self._keys.append(row[0])  # the key is the first column of both layouts
+            self._keys.append(key)
+
+    def append_target(self) -> tuple[int, ...] | None:
+        """``(descriptor, entries, capacity, *last entry)`` where a compiled append writes the
+        next entry with pwrite (:mod:`kafkalog.append_request`; the last entry as
+        :meth:`_last_fields` gives it), or None for an index it cannot write (in memory,
+        read-only, closed)."""
+        if self._closed or self._in_memory or not self._writable:
+            return None
+        if not self._opened:
+            self._open()
+        if self._fd is None:
+            return None
+        return (self._fd, self._entries, self._capacity, *self._last_fields())
+
+    @abstractmethod
+    def _last_fields(self) -> tuple[int, ...]:
+        """What an append checks the next entry against (the last offset; the last timestamp
+        and offset)."""
 
     def _write_many(self, columns: dict[str, np.ndarray], n: int) -> None:
         """Write ``n`` entries given column by column with one write (recovery rebuilding an
@@ -636,6 +658,15 @@ class OffsetIndex(_Index[OffsetPosition]):
         self._write((self._relative(offset), position))
         self._last_offset = offset
 
+    def _last_fields(self) -> tuple[int, ...]:
+        return (self._last_offset,)
+
+    def note_appended(self, offset: int, position: int) -> None:
+        """Count the entry a compiled append wrote in the next slot (having checked what
+        :meth:`append` checks)."""
+        self._count(offset - self.base_offset)
+        self._last_offset = offset
+
     def append_many(self, offsets, positions) -> None:
         """Add entries in one write: what :meth:`append` does for each, for offsets that
         increase and lie within the relative range (a compiled recovery scan's entries; any
@@ -751,6 +782,15 @@ class TimeIndex(_Index[TimestampOffset]):
             self._last_entry = TimestampOffset(timestamp, offset)
             return True
         return False
+
+    def _last_fields(self) -> tuple[int, ...]:
+        return self._last_entry
+
+    def note_appended(self, timestamp: int, offset: int) -> None:
+        """Count the entry a compiled append wrote in the next slot (having checked what
+        :meth:`maybe_append` checks)."""
+        self._count(timestamp)
+        self._last_entry = TimestampOffset(timestamp, offset)
 
     def append_many(self, timestamps, offsets) -> None:
         """Add entries in one write: what :meth:`maybe_append` writes for each, for timestamps

@@ -50,11 +50,13 @@ from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exp
 )
 from .high_watermark import HighWatermark
 from .leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
+from .append_request import FAILED, STAGE_LOG, WRITTEN, append_request, batches_of
+from .compression import Compression
 from .log_append import (
     LogAppendInfo,
+    PreparedAppend,
     assign_epochs,
     frame_before_lock,
-    prepare_append,
 )
 from .log_retention import LogRetention
 from .offline_retention import RetentionPlan
@@ -67,6 +69,9 @@ from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .transaction_index import AbortedTxn
 from .varint import INT32_MAX
+
+#: Compression by codec id (the one-call append reports the id).
+_CODECS = tuple(sorted(Compression, key=lambda c: c.value))
 
 _log = logging.getLogger(__name__)
 
@@ -162,6 +167,8 @@ class Log:
             directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.topic, self.partition = topic, partition
+        # The names errors carry, made once (an append passes them on every call).
+        self._file, self._partition_name = str(directory), f"{topic}-{partition}"
         self.config = config
         self._clock = clock or _now_ms
         self._lock = threading.RLock()
@@ -436,11 +443,13 @@ class Log:
         """
         if origin is None:
             origin = AppendOrigin.CLIENT if assign_offsets else AppendOrigin.REPLICATION
-        buf = records.buffer if isinstance(records, MemoryRecords) else records
+        kind = type(records)
+        buf = records if kind is bytes or kind is bytearray else (
+            records.buffer if isinstance(records, MemoryRecords) else records
+        )
         view = memoryview(buf).cast("B")
         batches, valid = frame_before_lock(
-            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets,
-            file=str(self.directory),
+            view, max_message_bytes=self.config.max_message_bytes, assign_offsets=assign_offsets, file=self._file
         )
         if batches is not None and not batches:
             return LogAppendInfo.nothing(self._log_start_offset)
@@ -474,14 +483,69 @@ class Log:
     ) -> LogAppendInfo:
         now = self._clock()
         config = self.config
-        prepared = prepare_append(
-            view, batches, valid, assign_offsets=assign_offsets, log_end_offset=self._end.offset,
+        segment = self._segments.last
+        assert segment is not None
+        # One call checks the request and, when nothing is left to decide here (no producer id,
+        # no roll), writes it with its index entries (kafkalog.append_request).
+        job = segment.append_job(max_segment_bytes=config.segment_bytes, segment_ms=config.segment_ms, now_ms=now)
+        result = append_request(
+            view[:valid] if batches is not None else view, leader=assign_offsets, log_end_offset=self._end.offset,
             log_start_offset=self._log_start_offset, config=config, now_ms=now, leader_epoch=leader_epoch,
-            from_client=origin is AppendOrigin.CLIENT, partition=f"{self.topic}-{self.partition}",
-            file=str(self.directory),
+            from_client=origin is AppendOrigin.CLIENT, segment=job, partition=self._partition_name,
+            file=self._file, batches=batches,
         )
-        if prepared is None:
+        if result is None:
             return LogAppendInfo.nothing(self._log_start_offset)
+        status = result[0]
+        if status == FAILED:
+            self._undo_request(segment, job, result)
+        _, first_offset, last_offset, max_ts, max_ts_offset, size, count, codec, epochs, indexed, data, _ = result
+        log_append_time = now if assign_offsets and config.log_append_time else -1
+        source = _CODECS[codec]
+        if status != WRITTEN:
+            prepared = PreparedAppend(
+                data=view[:size] if data is None else data, batches=batches_of(result, view, self._file),
+                first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
+                offset_of_max_timestamp=max_ts_offset, log_append_time=log_append_time, source_compression=source,
+            )
+            return self._append_prepared(prepared, count, assign_offsets, origin, now)
+        position = job[1]  # type: ignore[index]
+        segment.note_request(position, size, last_offset, max_ts, max_ts_offset, indexed)
+        cache = self.leader_epoch_cache
+        for epoch, base_offset in epochs:  # assign_epochs' rule, over the batches where the epoch changes
+            latest = cache.latest_entry
+            if latest is None or epoch != latest.epoch or base_offset < latest.start_offset:
+                cache.assign(epoch, base_offset)
+        end = last_offset + 1
+        self.producer_state.update_map_end_offset(end)
+        # Publish the new end last: readers read up to it.
+        self._end = LogOffsetMetadata(end, segment.base_offset, position + size)
+        self._hw.on_append(end)
+        self._maybe_flush(now)
+        return LogAppendInfo(
+            first_offset, last_offset, max_ts, max_ts_offset, log_append_time, self._log_start_offset, size, count,
+            source,
+        )
+
+    def _undo_request(self, segment: LogSegment, job: tuple | None, result: tuple) -> None:
+        """A compiled append's write failed: cut back what landed, as for any failed append
+        (:meth:`kafkalog.local_log.LocalLog.undo_append`), and raise its ``OSError``."""
+        _, stage, error, written = result
+        assert job is not None
+        position = job[1]
+        if stage == STAGE_LOG:
+            segment.log.undo_write(position, written)  # as FileRecords.append undoes its own
+        else:  # the log write landed whole; an index entry failed and counts nothing
+            segment.log.note_appended(position, written)
+        self._local.undo_append(segment, position, self._end.offset)
+        raise OSError(error, os.strerror(error))
+
+    def _append_prepared(
+        self, prepared: PreparedAppend, count: int, assign_offsets: bool, origin: AppendOrigin, now: int
+    ) -> LogAppendInfo:
+        """The rest of an append checked but not written by :func:`append_request`: producer
+        state, the roll (Kafka rolls only between appends, so the request goes whole into the
+        new segment), epochs, the write through :meth:`LogSegment.append`."""
         source = prepared.source_compression
         data, batches = prepared.data, prepared.batches
         first_offset, last_offset = prepared.first_offset, prepared.last_offset
@@ -493,10 +557,6 @@ class Log:
         except DuplicateSequenceError as e:
             # An idempotent producer's retry: Kafka answers with the original's offsets.
             return LogAppendInfo.of_duplicate(e, log_start_offset=self._log_start_offset, source_compression=source)
-        if assign_offsets:
-            count = last_offset + 1 - first_offset
-        else:
-            count = sum(b.count if b.count is not None else len(b.records()) for b in batches)
         segment = self._maybe_roll(
             size, max_ts, last_offset, first_offset if assign_offsets or batches[0].magic >= MAGIC_V2 else -1, now
         )

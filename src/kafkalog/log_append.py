@@ -2,11 +2,9 @@
 (framing, CRC and size checks), the follower's offset checks, the epochs the batches carry into
 the leader-epoch cache, and what the append reports (:class:`LogAppendInfo`).
 
-Offset assignment and the producer's record rules are :mod:`kafkalog.log_validator`'s; writing is
-:meth:`kafkalog.log.Log.append`'s. With the compiled core, a leader's append of uncompressed v2
-batches is framed, checked and offset in one call (``_native.leader_append_v2``, the twin of
-``analyze_records`` + ``validate_and_assign_offsets`` for that case); anything else, and any
-input the compiled code refuses, goes through the pure code, which words the errors.
+Offset assignment and the producer's record rules are :mod:`kafkalog.log_validator`'s; the one
+call that checks and writes a request is :mod:`kafkalog.append_request`'s (whose pure twin runs
+the functions here); the rest of writing is :meth:`kafkalog.log.Log.append`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from .errors import (
 )
 from .leader_epoch_cache import LeaderEpochFileCache
 from .record import MAGIC_V2, NO_TIMESTAMP, RecordBatch
-from .recordbatch import DefaultRecordBatch
 from .memory_records import MemoryRecords, batch_class, frame_entry
 from .log_validator import validate_and_assign_offsets
 
@@ -136,91 +133,18 @@ def frame_before_lock(
     view: memoryview, *, max_message_bytes: int, assign_offsets: bool, file: str
 ) -> tuple[list[RecordBatch] | None, int]:
     """Frame an append before the log's lock is taken (:func:`analyze_records`), unless the
-    compiled leader pipeline will frame it under the lock as part of its one call
-    (:func:`prepare_append`): then ``(None, len(view))``. Here the record core is chosen, so
+    compiled pipeline will frame it under the lock as part of its one call
+    (:func:`kafkalog.append_request.append_request`): then ``(None, len(view))``. Here the record core is chosen, so
     the log never asks which one runs. An empty list of batches: nothing to append."""
-    if assign_offsets and native.ext is not None and len(view):
+    if native.ext is not None and len(view):
         return None, len(view)
     return analyze_records(view, max_message_bytes=max_message_bytes, assign_offsets=assign_offsets, file=file)
-
-
-def prepare_append(
-    view: memoryview,
-    batches: list[RecordBatch] | None,
-    valid: int,
-    *,
-    assign_offsets: bool,
-    log_end_offset: int,
-    log_start_offset: int,
-    config: LogConfig,
-    now_ms: int,
-    leader_epoch: int | None,
-    from_client: bool,
-    partition: str,
-    file: str,
-) -> PreparedAppend | None:
-    """One append made ready to write: offsets assigned (a leader's) or checked (a follower's).
-
-    ``batches`` is None when the append was not framed yet (a leader's append with the compiled
-    core: :func:`prepare_native_leader_append` frames it, or else :func:`analyze_records` does
-    here). Returns None when there is no batch to append; raises RecordTooLargeError for an
-    append above ``segment.bytes`` (:func:`_fits_a_segment`).
-    """
-    if batches is None:
-        prepared = prepare_native_leader_append(
-            view, first_offset=log_end_offset, config=config, now_ms=now_ms, leader_epoch=leader_epoch,
-            from_client=from_client,
-        )
-        if prepared is not None:
-            return _fits_a_segment(prepared, config, partition, file)
-        batches, valid = analyze_records(
-            view, max_message_bytes=config.max_message_bytes, assign_offsets=assign_offsets, file=file
-        )
-        if not batches:
-            return None
-    source = source_compression(batches)
-    if assign_offsets:
-        prepared = prepare_leader_append(
-            view[:valid],
-            batches,
-            first_offset=log_end_offset,
-            config=config,
-            now_ms=now_ms,
-            leader_epoch=leader_epoch,
-            from_client=from_client,
-        )
-    else:
-        prepared = prepare_follower_append(
-            view[:valid],
-            batches,
-            log_end_offset=log_end_offset,
-            log_start_offset=log_start_offset,
-            partition=partition,
-            file=file,
-        )
-    return _fits_a_segment(prepared._replace(source_compression=source), config, partition, file)
-
-
-def _fits_a_segment(prepared: PreparedAppend, config: LogConfig, partition: str, file: str) -> PreparedAppend:
-    """Kafka's check in ``UnifiedLog.append``: an append above ``segment.bytes`` fits no segment.
-
-    Raises:
-        RecordTooLargeError: it does not fit.
-    """
-    size = len(prepared.data)
-    if size > config.segment_bytes:
-        raise RecordTooLargeError(
-            f"message batch size is {size} bytes in append to partition {partition}, which "
-            f"exceeds the maximum configured segment size of {config.segment_bytes}",
-            file=file,
-        )
-    return prepared
 
 
 _rules_cache: tuple[LogConfig | None, tuple] = (None, ())
 
 
-def _rules_of(config: LogConfig) -> tuple:
+def rules_of(config: LogConfig) -> tuple:
     """The topic settings the compiled pipeline checks, in its argument order (configs are
     frozen: the last one's are kept, as most appends of a process go to logs sharing one)."""
     global _rules_cache
@@ -232,50 +156,6 @@ def _rules_of(config: LogConfig) -> tuple:
         )
         _rules_cache = (config, rules)
     return rules
-
-
-def prepare_native_leader_append(
-    view: memoryview,
-    *,
-    first_offset: int,
-    config: LogConfig,
-    now_ms: int,
-    leader_epoch: int | None,
-    from_client: bool,
-) -> PreparedAppend | None:
-    """A leader's append in one compiled call: framing, CRC-32C, every record walked, Kafka's
-    batch and record rules, offsets, leader epoch, max timestamp and LogAppendTime stamped.
-
-    Returns None when the compiled core is off or does not take this append (v0/v1,
-    compression, a rule to examine record by record, malformed bytes): the pure path then runs
-    and gives the same result or the typed error.
-    """
-    ext = native.ext
-    if ext is None or len(view) == 0:
-        return None
-    rules = _rules_of(config)
-    try:
-        result = ext.leader_append_v2(
-            view, first_offset, now_ms, *rules, from_client, leader_epoch is not None,
-            -1 if leader_epoch is None else leader_epoch,
-        )
-    except (native.Invalid, OverflowError):
-        # Malformed bytes, or a number beyond int64 / an epoch beyond int32: the pure path
-        # raises the positioned error (or takes the append).
-        return None
-    if result is None:
-        return None
-    data, positions, next_offset, max_timestamp, offset_of_max_timestamp = result
-    return PreparedAppend(
-        data=data,
-        # As MemoryRecords(data).batches() frames them on the pure path.
-        batches=[DefaultRecordBatch(data, p) for p in positions],
-        first_offset=first_offset,
-        last_offset=next_offset - 1,
-        max_timestamp=max_timestamp,
-        offset_of_max_timestamp=offset_of_max_timestamp,
-        log_append_time=now_ms if config.log_append_time else -1,
-    )
 
 
 def prepare_leader_append(

@@ -313,6 +313,48 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
+    def append_job(self, *, max_segment_bytes: int, segment_ms: int, now_ms: int) -> tuple | None:
+        """This segment as a compiled append writes it (the tuple of
+        :class:`kafkalog.append_request.SegmentJob`: descriptors, sizes, counters and the roll
+        settings of the log now), or None when the append must go through :meth:`append` (an
+        index in memory, a remote file, or a roll due by the clock alone)."""
+        target = self.log.append_target()
+        offsets = self.offset_index.append_target()
+        times = self.time_index.append_target()
+        if target is None or offsets is None or times is None:
+            return None
+        fd, position = target
+        if self._rolling_based_timestamp is None:
+            self._load_first_batch_timestamp()
+        roll_ts = self._rolling_based_timestamp if self._rolling_based_timestamp is not None else -1
+        roll_ms = segment_ms - self.roll_jitter_ms
+        if roll_ts < 0 and position > 0 and now_ms - self.created_ms > roll_ms:
+            return None  # shouldRoll by the segment's age on the clock: the pure path rolls
+        if not self._max_loaded:
+            self._load_max()
+        return (
+            fd, position, self.base_offset, max_segment_bytes, roll_ts, roll_ms, self.index_interval_bytes,
+            self._bytes_since_last_index_entry, *offsets, *times, self._max_ts, self._max_ts_offset,
+        )
+
+    def note_request(
+        self, position: int, size: int, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, indexed: int
+    ) -> None:
+        """Count what a compiled append wrote at ``position`` (what :meth:`_append_at` counts
+        for its own write): the log's size, the max timestamp, the index entries it wrote
+        (``indexed``: 1 an offset entry, 2 also a time entry)."""
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        self.log.note_appended(position, size)
+        if max_timestamp > self._max_ts:
+            self._max_ts, self._max_ts_offset = max_timestamp, offset_of_max_timestamp
+        if indexed:
+            self.offset_index.note_appended(last_offset, position)
+            if indexed == 2:
+                self.time_index.note_appended(self._max_ts, self._max_ts_offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += size
+
     def append_batches(self, records: MemoryRecords) -> None:
         """Append ``records`` one batch at a time, taking offsets and timestamps from their
         headers (how a follower or a copy tool appends already-offset batches)."""

@@ -1,6 +1,10 @@
-/* The leader's append pipeline over a whole produce request, in one call: the compiled twin of
- * log_append.analyze_records + validator.validate_and_assign_offsets for the common case, v2
- * batches without compression.
+/* The append pipeline over a whole request, in one call: append_request, the twin of
+ * kafkalog.append_request.append_request_py. A leader's request (leader_append: the twin of
+ * log_append.analyze_records + validator.validate_and_assign_offsets for v2 batches without
+ * compression) or a follower's (follower_check: framing, CRC-32C, counts, increasing offsets
+ * from the log end) is checked and, when no per-request decision is left to Python (no producer
+ * id, no roll), written to the segment file with its offset and time index entries, all with
+ * the GIL released.
  *
  * One pass over a private copy of the request frames each batch once and checks what Kafka's
  * LogValidator checks of it (sizes, CRC-32C, counts, the client rules of validateBatch, every
@@ -14,12 +18,10 @@
  * which then gives the result or the typed, positioned error.
  */
 #include "native.h"
+#include <errno.h>
 #include <string.h>
-
-
-
-
-
+#include <sys/stat.h>
+#include <unistd.h>
 
 
 typedef struct {
@@ -158,21 +160,310 @@ leader_append(uint8_t *buf, Py_ssize_t len, append_job *job, Py_ssize_t *positio
     return DONE;
 }
 
-/* leader_append_v2(data, first_offset, now_ms, max_message_bytes, log_append_time, before_ms,
- *                  after_ms, compact, from_client, stamp_epoch, leader_epoch)
- *   -> (bytearray, positions, next_offset, max_timestamp, offset_of_max_timestamp) | None */
-static PyObject *
-leader_append_v2(PyObject *self, PyObject *args)
-{
-    PyObject *obj, *out = NULL, *positions_tuple = NULL;
-    append_job job;
-    Py_buffer view;
-    Py_ssize_t *positions = NULL;
-    int rc;
+/* ---- append_request: a leader's or a follower's request, checked and written ---------------- */
 
-    if (!PyArg_ParseTuple(args, "OLLLpLLpppL:leader_append_v2", &obj, &job.first_offset, &job.now_ms,
-                          &job.max_message_bytes, &job.log_append_time, &job.before_ms, &job.after_ms,
-                          &job.compact, &job.from_client, &job.stamp_epoch, &job.leader_epoch))
+/* Outcomes of append_request (append_request.py names them). */
+enum { WRITTEN = 0, PREPARED = 1, ROLL = 2, FAILED = 3 };
+/* Which write failed (FAILED). */
+enum { STAGE_LOG = 1, STAGE_OFFSET_INDEX = 2, STAGE_TIME_INDEX = 3 };
+
+/* The active segment as the write needs it (LogSegment.append_job gives the tuple). */
+typedef struct {
+    int fd;
+    long long position; /* the log file's size: where the request goes */
+    long long base_offset;
+    long long max_segment_bytes;
+    long long roll_ts; /* the segment's rolling-based timestamp, -1 for none */
+    long long roll_ms; /* segment.ms minus the jitter */
+    long long index_interval;
+    long long bytes_since_index;
+    int oi_fd;
+    long long oi_entries, oi_capacity, oi_last_offset;
+    int ti_fd;
+    long long ti_entries, ti_capacity, ti_last_ts, ti_last_offset;
+    long long seg_max_ts, seg_max_ts_offset;
+} segment_job;
+
+typedef struct {
+    int64_t first_offset, last_offset, max_ts, max_ts_offset, valid, records;
+    int codec; /* the last compressed batch's codec, 0 when none is (log_append.source_compression) */
+    Py_ssize_t batches;
+    int producer; /* a batch carries a producer id: the producer-state checks are Python's */
+    /* FAILED */
+    int stage, error;
+    int64_t written;
+    int indexed; /* 0, 1 (offset entry) or 2 (offset and time entries) */
+} request_facts;
+
+/* A follower's request (log_append.analyze_records without offsets + check_follower_offsets):
+ * frame in place, CRC-32C and counts of every batch, a partial batch at the end left out, last
+ * offsets increasing, the first batch at or past the log end. */
+static int
+follower_check(const uint8_t *buf, Py_ssize_t len, int64_t log_end, int64_t max_message_bytes, Py_ssize_t *positions,
+               request_facts *f, Py_ssize_t *fail_pos)
+{
+    Py_ssize_t pos = 0, n = 0;
+    int64_t previous = -1, max_ts = -1, max_ts_offset = -1, records = 0;
+
+    while (pos < len) {
+        Py_ssize_t remaining = len - pos;
+        const uint8_t *b = buf + pos;
+        *fail_pos = pos;
+        /* records.frame_entry: a fetch response may end inside a batch */
+        if (remaining < LOG_OVERHEAD)
+            break;
+        int32_t size_field = get32(b + LENGTH_AT);
+        if (size_field < MIN_ENTRY_SIZE)
+            return MALFORMED;
+        if (remaining < MAGIC_AT + 1)
+            break;
+        if (b[MAGIC_AT] > 2)
+            return MALFORMED;
+        if (b[MAGIC_AT] != 2)
+            return UNHANDLED; /* v0/v1: the pure code (their epochs clear the cache) */
+        if ((int64_t)size_field > (int64_t)remaining - LOG_OVERHEAD)
+            break;
+        Py_ssize_t size = (Py_ssize_t)size_field + LOG_OVERHEAD;
+        if (size < RECORDS_AT || (int64_t)size > max_message_bytes)
+            return MALFORMED;
+        /* ensure_valid */
+        if (kl_crc32c(0, b + ATTRIBUTES_AT, (size_t)(size - ATTRIBUTES_AT)) != (uint32_t)get32(b + CRC_AT))
+            return MALFORMED;
+        int codec = b[ATTRIBUTES_AT + 1] & CODEC_MASK;
+        if (codec > 4)
+            return MALFORMED;
+        int32_t count = get32(b + COUNT_AT);
+        int32_t delta = get32(b + LAST_OFFSET_DELTA_AT);
+        if (count < 0 || (count && (int64_t)delta < (int64_t)count - 1))
+            return MALFORMED;
+        if (codec == 0 && (int64_t)count * (MIN_RECORD_BODY + 1) > size - RECORDS_AT)
+            return MALFORMED;
+        if (codec)
+            f->codec = codec;
+        /* Kafka's follower check: offsets increase (last offsets, batch by batch) */
+        int64_t last;
+        if (__builtin_add_overflow(get64(b + BASE_OFFSET_AT), (int64_t)delta, &last))
+            return UNHANDLED;
+        if (last <= previous)
+            return MALFORMED;
+        previous = last;
+        if (get64(b + PRODUCER_ID_AT) >= 0)
+            f->producer = 1;
+        int64_t batch_max = get64(b + MAX_TIMESTAMP_AT);
+        if (batch_max > max_ts) {
+            max_ts = batch_max;
+            max_ts_offset = last;
+        }
+        records += count;
+        positions[n++] = pos;
+        pos += size;
+    }
+    if (n == 0)
+        return UNHANDLED; /* nothing to append: the pure code answers */
+    f->first_offset = get64(buf + BASE_OFFSET_AT);
+    if (f->first_offset < log_end) {
+        *fail_pos = 0;
+        return MALFORMED; /* UnexpectedAppendOffsetError, with its offsets, from the pure code */
+    }
+    f->last_offset = previous;
+    f->max_ts = max_ts;
+    f->max_ts_offset = max_ts_offset;
+    f->valid = pos;
+    f->records = records;
+    f->batches = n;
+    return DONE;
+}
+
+/* One pwrite, or a call of `hook(fd, memoryview, position)` when one is given: the interposer
+ * tests install in place of os.pwrite (an injected short write or ENOSPC), called with the GIL
+ * taken back. -1 with errno set on failure. */
+static ssize_t
+pwrite_once(PyObject *hook, int fd, const uint8_t *buf, int64_t size, int64_t pos)
+{
+    if (hook == NULL)
+        return pwrite(fd, buf, (size_t)size, (off_t)pos);
+    ssize_t n = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *mv = PyMemoryView_FromMemory((char *)buf, (Py_ssize_t)size, PyBUF_READ);
+    PyObject *r = mv == NULL ? NULL : PyObject_CallFunction(hook, "iOL", fd, mv, (long long)pos);
+    Py_XDECREF(mv);
+    if (r != NULL) {
+        n = (ssize_t)PyLong_AsSsize_t(r);
+        Py_DECREF(r);
+    }
+    if (PyErr_Occurred()) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *code = value != NULL ? PyObject_GetAttrString(value, "errno") : NULL;
+        errno = code != NULL && PyLong_Check(code) ? (int)PyLong_AsLong(code) : EIO;
+        Py_XDECREF(code);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_Clear();
+        n = -1;
+    }
+    PyGILState_Release(gil);
+    return n;
+}
+
+/* pwrite all of buf at pos, as the pure twin's loop; -1 with errno set on failure (a write that
+ * takes nothing counts as ENOSPC), *done the bytes that landed. */
+static int
+pwrite_all(PyObject *hook, int fd, const uint8_t *buf, int64_t size, int64_t pos, int64_t *done)
+{
+    *done = 0;
+    while (*done < size) {
+        ssize_t w = pwrite_once(hook, fd, buf + *done, size - *done, pos + *done);
+        if (w < 0) {
+            if (errno == EINTR && hook == NULL)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        *done += w;
+    }
+    return 0;
+}
+
+/* LogSegment.should_roll with the request's facts, and the index rules Python would refuse on:
+ * 1 when the request must go the pure way (a roll, or an error to word). */
+static int
+needs_python(const segment_job *sj, const request_facts *f, int64_t *new_max_ts, int64_t *new_max_ts_offset)
+{
+    int64_t size = f->valid, relative;
+    if (sj->position > sj->max_segment_bytes - size)
+        return 1;
+    if (sj->position > 0 && sj->roll_ts >= 0 && f->max_ts - sj->roll_ts > sj->roll_ms)
+        return 1;
+    if (sj->oi_entries >= sj->oi_capacity || sj->ti_entries >= sj->ti_capacity - 1)
+        return 1;
+    if (__builtin_sub_overflow(f->last_offset, sj->base_offset, &relative) || relative < 0 || relative > INT32_MAX)
+        return 1;
+    if (sj->position > INT32_MAX)
+        return 1;
+    *new_max_ts = sj->seg_max_ts;
+    *new_max_ts_offset = sj->seg_max_ts_offset;
+    if (f->max_ts > sj->seg_max_ts) {
+        *new_max_ts = f->max_ts;
+        *new_max_ts_offset = f->max_ts_offset;
+    }
+    if (sj->bytes_since_index > sj->index_interval) {
+        /* OffsetIndex.append and TimeIndex.maybe_append refuse these */
+        if (sj->oi_entries && f->last_offset <= sj->oi_last_offset)
+            return 1;
+        if (sj->ti_entries && (*new_max_ts_offset < sj->ti_last_offset || *new_max_ts < sj->ti_last_ts))
+            return 1;
+        if (*new_max_ts > sj->ti_last_ts &&
+            (__builtin_sub_overflow(*new_max_ts_offset, sj->base_offset, &relative) || relative < 0 || relative > INT32_MAX))
+            return 1;
+    }
+    return 0;
+}
+
+/* LogSegment._append_at: the log write, then an offset index entry and maybe a time index entry
+ * every index.interval.bytes (written with pwrite: a full disk is ENOSPC, never SIGBUS). */
+static int
+write_request(PyObject *hook, const uint8_t *data, const segment_job *sj, request_facts *f, int64_t max_ts,
+              int64_t max_ts_offset)
+{
+    int64_t done;
+    f->indexed = 0;
+    f->written = 0;
+    if (pwrite_all(hook, sj->fd, data, f->valid, sj->position, &done) < 0) {
+        f->stage = STAGE_LOG;
+        f->error = errno;
+        f->written = done;
+        return FAILED;
+    }
+    f->written = done;
+    if (sj->bytes_since_index > sj->index_interval) {
+        uint8_t entry[12];
+        put32(entry, (int32_t)(f->last_offset - sj->base_offset));
+        put32(entry + 4, (int32_t)sj->position);
+        if (pwrite_all(hook, sj->oi_fd, entry, 8, sj->oi_entries * 8, &done) < 0) {
+            f->stage = STAGE_OFFSET_INDEX;
+            f->error = errno;
+            return FAILED;
+        }
+        f->indexed = 1;
+        if (max_ts > sj->ti_last_ts) {
+            put64(entry, max_ts);
+            put32(entry + 8, (int32_t)(max_ts_offset - sj->base_offset));
+            if (pwrite_all(hook, sj->ti_fd, entry, 12, sj->ti_entries * 12, &done) < 0) {
+                f->stage = STAGE_TIME_INDEX;
+                f->error = errno;
+                return FAILED;
+            }
+            f->indexed = 2;
+        }
+    }
+    return WRITTEN;
+}
+
+/* The epochs the batches carry, as (epoch, base offset) of each v2 batch whose non-negative
+ * epoch differs from the previous such batch's: what log_append.assign_epochs can change. */
+static PyObject *
+epoch_changes(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(0);
+    long long previous = -1;
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *b = data + positions[i];
+        int32_t epoch = get32(b + LEADER_EPOCH_AT);
+        if (epoch < 0 || epoch == previous)
+            continue;
+        previous = epoch;
+        int64_t base = get64(b + BASE_OFFSET_AT);
+        PyObject *item = Py_BuildValue("(iL)", (int)epoch, (long long)base);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+}
+
+/* append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time,
+ *                before_ms, after_ms, compact, from_client, stamp_epoch, leader_epoch, segment[, hook])
+ *   -> None (the pure twin must take it) | raises Invalid (refused: the twin words why) |
+ *      (WRITTEN, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, indexed, None, None) |
+ *      (PREPARED or ROLL, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, 0, data, positions) |
+ *      (FAILED, stage, errno, written)
+ * `segment` is the tuple of LogSegment.append_job, or None to check without writing (PREPARED);
+ * `hook`, when not None, is called in place of pwrite (pwrite_once). */
+static PyObject *
+append_request(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *seg_obj, *hook = NULL, *out = NULL, *result = NULL, *epochs = NULL;
+    append_job job;
+    segment_job sj;
+    request_facts f;
+    Py_buffer view;
+    Py_ssize_t *positions = NULL, fail_pos = 0;
+    int leader, rc, status = PREPARED, have_segment;
+    int64_t max_ts = -1, max_ts_offset = -1;
+
+    memset(&f, 0, sizeof f);
+    if (!PyArg_ParseTuple(args, "OpLLLpLLpppLO|O:append_request", &obj, &leader, &job.first_offset, &job.now_ms,
+                          &job.max_message_bytes, &job.log_append_time, &job.before_ms, &job.after_ms, &job.compact,
+                          &job.from_client, &job.stamp_epoch, &job.leader_epoch, &seg_obj, &hook))
+        return NULL;
+    if (hook == Py_None)
+        hook = NULL;
+    have_segment = seg_obj != Py_None;
+    if (have_segment &&
+        !PyArg_ParseTuple(seg_obj, "iLLLLLLLiLLLiLLLLLL:append_request segment", &sj.fd, &sj.position, &sj.base_offset,
+                          &sj.max_segment_bytes, &sj.roll_ts, &sj.roll_ms, &sj.index_interval, &sj.bytes_since_index,
+                          &sj.oi_fd, &sj.oi_entries, &sj.oi_capacity, &sj.oi_last_offset, &sj.ti_fd, &sj.ti_entries,
+                          &sj.ti_capacity, &sj.ti_last_ts, &sj.ti_last_offset, &sj.seg_max_ts, &sj.seg_max_ts_offset))
         return NULL;
     if (kl_get_buffer(obj, &view) < 0)
         return NULL;
@@ -180,59 +471,96 @@ leader_append_v2(PyObject *self, PyObject *args)
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    /* Every batch is at least 61 bytes: the positions array is bounded by the buffer's size. */
     positions = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(view.len / RECORDS_AT + 1));
-    out = PyByteArray_FromStringAndSize(NULL, view.len);
-    if (positions == NULL || out == NULL) {
+    if (leader)
+        out = PyByteArray_FromStringAndSize(NULL, view.len);
+    if (positions == NULL || (leader && out == NULL)) {
         PyBuffer_Release(&view);
         PyMem_Free(positions);
         Py_XDECREF(out);
         return PyErr_NoMemory();
     }
-    uint8_t *copy = (uint8_t *)PyByteArray_AS_STRING(out);
-    if (view.len >= 65536) {
-        Py_BEGIN_ALLOW_THREADS
+    const uint8_t *data = leader ? (const uint8_t *)PyByteArray_AS_STRING(out) : (const uint8_t *)view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (leader) {
+        uint8_t *copy = (uint8_t *)PyByteArray_AS_STRING(out);
         memcpy(copy, view.buf, (size_t)view.len);
         rc = leader_append(copy, view.len, &job, positions);
-        Py_END_ALLOW_THREADS
+        fail_pos = job.fail_pos;
+        if (rc == DONE) {
+            f.first_offset = job.first_offset;
+            f.last_offset = job.next_offset - 1;
+            f.max_ts = job.max_timestamp;
+            f.max_ts_offset = job.offset_of_max_timestamp;
+            f.valid = view.len;
+            f.records = job.next_offset - job.first_offset;
+            f.batches = job.batches;
+            for (Py_ssize_t i = 0; i < job.batches; i++)
+                if (get64(copy + positions[i] + PRODUCER_ID_AT) >= 0)
+                    f.producer = 1;
+        }
     }
-    else {
-        memcpy(copy, view.buf, (size_t)view.len);
-        rc = leader_append(copy, view.len, &job, positions);
+    else
+        rc = follower_check(data, view.len, job.first_offset, job.max_message_bytes, positions, &f, &fail_pos);
+    if (rc == DONE && have_segment && !f.producer) {
+        if (needs_python(&sj, &f, &max_ts, &max_ts_offset))
+            status = ROLL;
+        else
+            status = write_request(hook, data, &sj, &f, max_ts, max_ts_offset);
     }
-    PyBuffer_Release(&view);
+    Py_END_ALLOW_THREADS
     if (rc != DONE) {
+        PyBuffer_Release(&view);
         PyMem_Free(positions);
-        Py_DECREF(out);
+        Py_XDECREF(out);
         if (rc == MALFORMED) {
-            kl_set_invalid(job.batches, job.fail_pos);
+            kl_set_invalid(f.batches, fail_pos);
             return NULL;
         }
         Py_RETURN_NONE;
     }
-    positions_tuple = PyTuple_New(job.batches);
-    if (positions_tuple == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < job.batches; i++) {
+    if (status == FAILED) {
+        result = Py_BuildValue("(iiiL)", FAILED, f.stage, f.error, (long long)f.written);
+        goto done;
+    }
+    epochs = epoch_changes(data, positions, f.batches);
+    if (epochs == NULL)
+        goto done;
+    if (status == WRITTEN) {
+        result = Py_BuildValue("(iLLLLLLiNiOO)", WRITTEN, (long long)f.first_offset, (long long)f.last_offset,
+                               (long long)f.max_ts, (long long)f.max_ts_offset, (long long)f.valid,
+                               (long long)f.records, f.codec, epochs, f.indexed, Py_None, Py_None);
+        goto done;
+    }
+    PyObject *positions_tuple = PyTuple_New(f.batches);
+    if (positions_tuple == NULL) {
+        Py_DECREF(epochs);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < f.batches; i++) {
         PyObject *p = PyLong_FromSsize_t(positions[i]);
-        if (p == NULL)
-            goto fail;
+        if (p == NULL) {
+            Py_DECREF(epochs);
+            Py_DECREF(positions_tuple);
+            goto done;
+        }
         PyTuple_SET_ITEM(positions_tuple, i, p);
     }
+    result = Py_BuildValue("(iLLLLLLiNiON)", status, (long long)f.first_offset, (long long)f.last_offset,
+                           (long long)f.max_ts, (long long)f.max_ts_offset, (long long)f.valid, (long long)f.records,
+                           f.codec, epochs, 0, out != NULL ? out : Py_None, positions_tuple);
+done:
+    PyBuffer_Release(&view); /* after the epochs: a follower's are read from the caller's buffer */
     PyMem_Free(positions);
-    return Py_BuildValue("NNLLL", out, positions_tuple, (long long)job.next_offset, (long long)job.max_timestamp,
-                         (long long)job.offset_of_max_timestamp);
-fail:
-    PyMem_Free(positions);
-    Py_DECREF(out);
-    Py_XDECREF(positions_tuple);
-    return NULL;
+    Py_XDECREF(out);
+    return result;
 }
 
 PyMethodDef kl_append_methods[] = {
-    {"leader_append_v2", leader_append_v2, METH_VARARGS,
-     "leader_append_v2(data, first_offset, now_ms, max_message_bytes, log_append_time, before_ms, after_ms, "
-     "compact, from_client, stamp_epoch, leader_epoch) -> (bytearray, positions, next_offset, max_timestamp, "
-     "offset_of_max_timestamp), or None when the pure validator must take the append"},
+    {"append_request", append_request, METH_VARARGS,
+     "append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time, before_ms, after_ms, "
+     "compact, from_client, stamp_epoch, leader_epoch, segment) -> a request checked and, when nothing is left "
+     "to decide in Python, written with its index entries (see append_request.py); None or Invalid: the pure "
+     "twin must take it"},
     {NULL, NULL, 0, NULL},
 };

@@ -1,7 +1,8 @@
 """The compiled append pipeline and recovery scan against the pure reference.
 
 Differential properties: random and mutated produce requests prepared by both cores give
-byte-identical batches and the same append facts, or errors of the same type; random and
+byte-identical batches and the same append facts, or errors of the same type (the one-call
+append's checks; tests/storage/test_append_request.py compares its writes); random and
 damaged segment files recovered by both cores give the same valid size, indexes and max
 timestamp. And CRC-32C in C (both implementations) against the ``crc32c`` package.
 """
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from kafkalog import Compression, Log, LogConfig, native
 from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.errors import KafkalogError
-from kafkalog.log_append import prepare_append
+from kafkalog.append_request import PREPARED, append_request
 from kafkalog.log_directory import CLEAN_SHUTDOWN_FILE
 from kafkalog.record import MAGIC_V2, NO_TIMESTAMP, TimestampType
 from kafkalog.recordbatch import ATTRIBUTES_OFFSET, CRC_OFFSET
@@ -114,22 +115,21 @@ def _fix_crc(buf: bytearray, pos: int = 0) -> None:
 
 
 def _prepare(data: bytes, config: LogConfig, *, pure: bool, first_offset: int, leader_epoch, from_client: bool):
-    """What prepare_append makes of ``data`` on one core: its facts, or the error type."""
+    """What a leader's append_request (checking only: no segment) makes of ``data`` on one core:
+    its result, or the error type."""
     view = memoryview(data)
     with native.use(pure=pure):
         try:
-            p = prepare_append(
-                view, None, len(view), assign_offsets=True, log_end_offset=first_offset, log_start_offset=0,
-                config=config, now_ms=NOW, leader_epoch=leader_epoch, from_client=from_client, partition="t-0",
-                file="t-0",
+            r = append_request(
+                view, leader=True, log_end_offset=first_offset, log_start_offset=0, config=config, now_ms=NOW,
+                leader_epoch=leader_epoch, from_client=from_client, segment=None, partition="t-0", file="t-0",
             )
         except (KafkalogError, ValueError, struct.error) as e:
             return type(e)
-    if p is None:
+    if r is None:
         return None
-    batches = [(b.position, b.base_offset, b.last_offset, b.count, b.producer_id) for b in p.batches]
-    return (bytes(p.data), batches, p.first_offset, p.last_offset, p.max_timestamp, p.offset_of_max_timestamp,
-            p.log_append_time, p.source_compression)
+    assert r[0] == PREPARED
+    return tuple(r[:10]) + (bytes(r[10]), tuple(r[11]))
 
 
 def _same(data: bytes, config: LogConfig, first_offset: int = 100, leader_epoch=None, from_client=True):
@@ -187,19 +187,21 @@ def test_extreme_offsets_and_timestamps_fall_back_to_the_pure_rules():
 
 
 def test_native_path_takes_plain_batches():
-    """The fast path is taken for plain producer batches (not silently always the pure one)."""
+    """The compiled call takes plain producer batches (not silently always the pure twin)."""
     builder = RecordBatchBuilder(MAGIC_V2, Compression.NONE, TimestampType.CREATE_TIME)
     for i in range(50):
         builder.append(b"k%d" % i, b"v" * 100, timestamp=NOW)
     data = bytes(builder.build().buffer)
     ext = native._compiled
-    out = ext.leader_append_v2(data, 10, NOW, 1 << 20, False, 2**63 - 1, 2**63 - 1, False, True, True, 4)
+    rules = (1 << 20, False, 2**63 - 1, 2**63 - 1, False)
+    out = ext.append_request(data, True, 10, NOW, *rules, True, True, 4, None)
     assert out is not None
-    prepared, positions, next_offset, max_ts, max_ts_offset = out
-    assert positions == (0,) and next_offset == 60 and max_ts == NOW and max_ts_offset == 59
-    assert _same(data, LogConfig(), first_offset=10, leader_epoch=4)[0] == bytes(prepared)
+    status, first, last, max_ts, max_ts_offset, valid, count, _, epochs, _, prepared, positions = out
+    assert (status, first, last, max_ts, max_ts_offset, valid, count) == (PREPARED, 10, 59, NOW, 59, len(data), 50)
+    assert positions == (0,) and epochs == [(4, 10)]
+    assert _same(data, LogConfig(), first_offset=10, leader_epoch=4)[10] == bytes(prepared)
     with pytest.raises(native.Invalid):
-        ext.leader_append_v2(data[:-1], 10, NOW, 1 << 20, False, 2**63 - 1, 2**63 - 1, False, True, True, 4)
+        ext.append_request(data[:-1], True, 10, NOW, *rules, True, True, 4, None)
 
 
 @pytest.mark.timeout_guard(300)

@@ -449,6 +449,8 @@ class ProducerStateManager:
         self._remove_unreplicated(high_watermark)
 
     def _remove_unreplicated(self, offset: int) -> None:
+        if not self._unreplicated:  # the common case, on every append of an unreplicated log
+            return
         for first in [f for f, txn in self._unreplicated.items() if txn.last_offset < offset]:  # type: ignore[operator]
             del self._unreplicated[first]
 
