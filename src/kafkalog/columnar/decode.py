@@ -32,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from .. import crc as _crc
+from .. import native
 
 # RecordColumns and the Arrow names, importable here too (the package facade exports them).
 from .arrow import COLUMNS, DEFAULT_ARROW_COLUMNS, arrow_schema, arrow_type  # noqa: F401
 from .columns import EMPTY_U8, RecordColumns, from_batch_records
-from .fast import UsePlainPath, decode_v2_run
+from .fast import UsePlainPath, decode_v2_in_place, decode_v2_run
 from ..compression import Compression, decompressor
 from ..errors import KafkalogError
 from ..legacy_record import LegacyRecordBatch
@@ -282,9 +283,22 @@ class _Decoder:
         end = len(view)
         pos = index = total = 0
         error: KafkalogError | None = None
+        ext = native.ext
         try:
             while pos < end and (max_records is None or total < max_records):
-                positions, stop = _frame_v2(buf, pos, end, max_batch)
+                if ext is not None:
+                    # Whole uncompressed v2 batches: one compiled scan and fill for the run.
+                    run = decode_v2_in_place(ext, buf, pos, end, max_batch, validate, index,
+                                             None if max_records is None else max_records - total,
+                                             self.include_headers)
+                    if run is not None:
+                        piece, pos, batches = run
+                        self.flush()  # what was queued before it comes first
+                        self.pieces.append(piece)
+                        index += batches
+                        total += len(piece)
+                        continue
+                positions, stop = _frame_v2(buf, pos, end, max_batch, ext is not None)
                 if positions:
                     pos, index, total = self.add_chunk(positions, stop, validate, index, total, max_records)
                     continue
@@ -390,10 +404,12 @@ _MIN_V2_SIZE_FIELD = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _decompressors = {int(c): decompressor(c, MAGIC_V2) for c in Compression if c is not Compression.NONE}
 
 
-def _frame_v2(buf: Any, pos: int, end: int, max_batch: int) -> tuple[list[int], int]:
+def _frame_v2(buf: Any, pos: int, end: int, max_batch: int, compiled: bool) -> tuple[list[int], int]:
     """Frame whole v2 entries from ``pos``, up to about :data:`_FRAME_CHUNK_BYTES`: their
     positions, and where framing stopped (the end of the last, or the first entry that is not
-    plainly a whole v2 batch: that one is framed by ``frame_entry``, which raises or stops)."""
+    plainly a whole v2 batch: that one is framed by ``frame_entry``, which raises or stops).
+    ``compiled``: also stop at an uncompressed batch after the first (the compiled run takes it).
+    """
     positions: list[int] = []
     append = positions.append
     unpack = _SIZE_FIELD.unpack_from
@@ -403,6 +419,8 @@ def _frame_v2(buf: Any, pos: int, end: int, max_batch: int) -> tuple[list[int], 
             break
         (size,) = unpack(buf, pos + LENGTH_OFFSET)
         if size < _MIN_V2_SIZE_FIELD or size > max_batch or buf[pos + MAGIC_OFFSET] != MAGIC_V2 or size > end - pos - LOG_OVERHEAD:
+            break
+        if compiled and positions and buf[pos + ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK == 0:
             break
         append(pos)
         pos += size + LOG_OVERHEAD
