@@ -359,31 +359,94 @@ class Cleaner:
         offset_map = self.offset_map
         max_entries = int(offset_map.slots * self.load_factor)
         position = segment.offset_index.lookup(start).position
+        if native.ext is not None:
+            return self._map_segment_runs(log, segment, position, start, next_segment_start, txns, stats, done, total)
         read = 0
         for chunk in self._chunks(log, segment, position):
             self.check_done(log)
             chunk_bytes = 0
             for batch in chunk:
                 chunk_bytes += batch.size_in_bytes
-                if batch.is_control:
-                    txns.on_control_batch(batch, batch.records())
-                    stats.map_records_read += 1
-                elif txns.on_batch(batch):
-                    stats.map_records_read += batch.count or 0  # aborted: not mapped
-                else:
-                    full, records = self._map_batch(batch, start, max_entries)
-                    if full:
-                        stats.map_bytes_read += chunk_bytes
-                        return True, read + chunk_bytes
-                    stats.map_records_read += records
-                if batch.last_offset >= start:
-                    offset_map.update_latest_offset(batch.last_offset)
+                if self._map_one(batch, start, max_entries, txns, stats):
+                    stats.map_bytes_read += chunk_bytes
+                    return True, read + chunk_bytes
             self.throttler.maybe_throttle(chunk_bytes)
             stats.map_bytes_read += chunk_bytes
             read += chunk_bytes
             if self.progress is not None:
                 self.progress(CleanerProgress(log.directory.name, "map", done + read, total))
         # An offset gap at the segment's end: what was mapped reaches the next segment.
+        offset_map.update_latest_offset(next_segment_start - 1)
+        return False, read
+
+    def _map_one(
+        self, batch: RecordBatch, start: int, max_entries: int, txns: CleanedTransactionMetadata, stats: CleanerStats
+    ) -> bool:
+        """Map one checked batch (markers and aborted data are only followed); True when the
+        map reached ``max_entries`` in it (the pass ends there)."""
+        if batch.is_control:
+            txns.on_control_batch(batch, batch.records())
+            stats.map_records_read += 1
+        elif txns.on_batch(batch):
+            stats.map_records_read += batch.count or 0  # aborted: not mapped
+        else:
+            full, records = self._map_batch(batch, start, max_entries)
+            if full:
+                return True
+            stats.map_records_read += records
+        if batch.last_offset >= start:
+            self.offset_map.update_latest_offset(batch.last_offset)
+        return False
+
+    def _map_segment_runs(
+        self,
+        log: Log,
+        segment: LogSegment,
+        position: int,
+        start: int,
+        next_segment_start: int,
+        txns: CleanedTransactionMetadata,
+        stats: CleanerStats,
+        done: int,
+        total: int,
+    ) -> tuple[bool, int]:
+        """:meth:`_map_segment` on the compiled core: the segment read ``io_buffer_size`` bytes
+        at a time, each read's run of plain data batches (whole, CRC-checked, uncompressed,
+        non-transactional v2) mapped by one compiled call (:meth:`OffsetMap.put_run`); an entry
+        the run does not take (a marker, transactional or compressed data, a legacy message, a
+        batch larger than the read, damage) goes through :meth:`_map_one` alone, read and
+        checked as :meth:`_chunks` reads it (so damage raises the same error)."""
+        offset_map = self.offset_map
+        max_entries = int(offset_map.slots * self.load_factor)
+        source = segment.log
+        end = source.size_in_bytes
+        max_batch = source.max_batch_size
+        read = 0
+        while position < end:
+            self.check_done(log)
+            data = source.read(position, min(self.io_buffer_size, end - position))
+            stop, batches, records, max_last, full = offset_map.put_run(data, 0, len(data), max_batch, start, max_entries)
+            step = stop
+            stats.map_records_read += records
+            if batches:
+                txns.passed(max_last)  # what on_batch records for data outside transactions
+            if full:
+                stats.map_bytes_read += step
+                return True, read + step
+            if not batches:
+                batch = next(source.slice(position).batches(validate=True, strict=True), None)
+                if batch is None:
+                    break
+                step = batch.size_in_bytes
+                if self._map_one(batch, start, max_entries, txns, stats):
+                    stats.map_bytes_read += step
+                    return True, read + step
+            self.throttler.maybe_throttle(step)
+            stats.map_bytes_read += step
+            read += step
+            position += step
+            if self.progress is not None:
+                self.progress(CleanerProgress(log.directory.name, "map", done + read, total))
         offset_map.update_latest_offset(next_segment_start - 1)
         return False, read
 

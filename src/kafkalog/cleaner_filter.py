@@ -52,6 +52,11 @@ class CleanedTransactionMetadata:
             txn = heapq.heappop(pending)[2]
             self._aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
 
+    def passed(self, offset: int) -> None:
+        """Batches outside any transaction went by, up to ``offset`` (what :meth:`on_batch`
+        records for each of them)."""
+        self._consume_up_to(offset)
+
     def on_control_batch(self, batch: RecordBatch, records: Sequence[Record]) -> bool:
         """Whether the marker may be discarded (its transaction has no data left)."""
         self._consume_up_to(batch.last_offset)

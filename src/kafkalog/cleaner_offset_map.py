@@ -174,6 +174,40 @@ class OffsetMap:
             raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
         return status == 1
 
+    def put_run(
+        self, data: bytes | memoryview, start: int, end: int, max_batch: int, min_offset: int, max_entries: int
+    ) -> tuple[int, int, int, int, bool]:
+        """The map pass over the run of batches from ``data[start:end]`` that need nothing but
+        their keys (whole, CRC-checked, uncompressed, non-control, non-transactional v2 batches;
+        the run ends before any other entry): every key at or past ``min_offset`` put as
+        :meth:`put_batch` puts it, and the latest offset left as ``Cleaner._map_segment`` leaves
+        it (each batch's last offset once at or past ``min_offset``). Returns ``(stop, batches,
+        records, max_last_offset, full)``: where the run ended, the batches and records taken,
+        their highest last offset (-1 when none), and whether the map reached ``max_entries`` in
+        the last batch taken (whose last offset then does not become the latest).
+
+        Compiled only, like :meth:`put_batch`.
+
+        Raises:
+            OverflowError: the map has no free slot (as :meth:`put`).
+        """
+        ext = native.ext
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
+        stop, batches, records, max_last, entries, puts, latest, lookups, probes, status = ext.map_run(
+            self._table, data, start, end, max_batch, min_offset, self._entries, max_entries
+        )
+        self._entries = entries
+        self._lookups += lookups
+        self._probes += probes
+        if puts:
+            self._dirty = True
+        if latest is not None:
+            self._latest = latest
+        if status == 2:
+            raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
+        return stop, batches, records, max_last, status == 1
+
     def filter_batch(
         self, data: bytes | memoryview, start: int, end: int, count: int, base_offset: int, retain_deletes: bool
     ) -> tuple[bytes, int, bool, int, int, int]:

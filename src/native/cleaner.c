@@ -130,6 +130,40 @@ put_record(void *vctx, Py_ssize_t index, const kl_record *r)
     return 0;
 }
 
+/* Digest every key of the batch at buf[pos:end] (nothing changes if it is malformed: -1), then
+ * put them in order: *status 0 every key put, 1 stopped at max_entries, 2 no free slot. */
+static int
+put_records(kl_map *m, put_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, Py_ssize_t *entries,
+            Py_ssize_t max_entries, Py_ssize_t *puts, int64_t *last, int *status, Py_ssize_t *fail_index,
+            Py_ssize_t *fail_pos)
+{
+    c->n = 0;
+    if (kl_walk_v2(c->buf, pos, end, count, put_record, c, NULL, fail_index, fail_pos) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        if (*entries >= max_entries) {
+            *status = 1;
+            break;
+        }
+        uint64_t lo, hi;
+        int found;
+        Py_ssize_t cell = map_find(m, c->items[i].digest, &lo, &hi, &found);
+        if (!found) {
+            if (cell < 0 || *entries >= m->slots) {
+                *status = 2;
+                break;
+            }
+            m->cells[cell] = lo;
+            m->cells[cell + 1] = hi;
+            (*entries)++;
+        }
+        m->cells[cell + 2] = (uint64_t)c->items[i].offset;
+        *last = c->items[i].offset;
+        (*puts)++;
+    }
+    return 0;
+}
+
 /* put_v2(table, buffer, pos, end, count, base_offset, min_offset, entries, max_entries)
  *   -> (entries, puts, last_put_offset, lookups, probes, status)
  * status 0: every key put; 1: stopped before a key because the map held max_entries (Kafka's
@@ -163,31 +197,7 @@ put_v2(PyObject *self, PyObject *args)
     Py_ssize_t puts = 0;
     int64_t last = -1;
     PyThreadState *ts = count >= NOGIL_RECORDS ? PyEval_SaveThread() : NULL;
-    /* First every digest (nothing changes if the batch is malformed), then the puts. */
-    rc = kl_walk_v2(view.buf, pos, end, count, put_record, &c, NULL, &fail_index, &fail_pos);
-    if (rc == 0) {
-        for (Py_ssize_t i = 0; i < c.n; i++) {
-            if (entries >= max_entries) {
-                status = 1;
-                break;
-            }
-            uint64_t lo, hi;
-            int found;
-            Py_ssize_t cell = map_find(&m, c.items[i].digest, &lo, &hi, &found);
-            if (!found) {
-                if (cell < 0 || entries >= m.slots) {
-                    status = 2;
-                    break;
-                }
-                m.cells[cell] = lo;
-                m.cells[cell + 1] = hi;
-                entries++;
-            }
-            m.cells[cell + 2] = (uint64_t)c.items[i].offset;
-            last = c.items[i].offset;
-            puts++;
-        }
-    }
+    rc = put_records(&m, &c, pos, end, count, &entries, max_entries, &puts, &last, &status, &fail_index, &fail_pos);
     if (ts != NULL)
         PyEval_RestoreThread(ts);
     PyMem_Free(c.items);
@@ -198,6 +208,92 @@ put_v2(PyObject *self, PyObject *args)
         return NULL;
     }
     return Py_BuildValue("nnLLLi", entries, puts, (long long)last, (long long)m.lookups, (long long)m.probes, status);
+}
+
+/* ---- building the map over a run of batches ------------------------------------------------ */
+
+/* map_run(table, buffer, pos, end, max_batch, min_offset, entries, max_entries)
+ *   -> (stop, batches, records, last_offset, entries, puts, last_put_offset, lookups, probes, status)
+ * cleaner._map_segment's loop over the batches it needs no Python for: from pos, every whole,
+ * CRC-checked, uncompressed, non-control, non-transactional v2 batch (kl_frame_plain_v2), its
+ * keys at or past min_offset put as put_v2 puts them. Stops before the first other entry (or one
+ * whose records do not walk), or after the batch that filled the map to max_entries (status 1:
+ * the pass ends there) or found no free slot (status 2). stop: where the next entry starts (after
+ * the last batch taken); records: the records of the batches taken; max_last_offset: the highest
+ * last offset among them (-1 if none: the transactions passed); latest: the map's latest offset
+ * as the Python loop would leave it, or None where it would not have changed it. */
+static PyObject *
+map_run(PyObject *self, PyObject *args)
+{
+    PyObject *tobj, *obj;
+    Py_ssize_t pos, end, entries, max_entries, fail_index = 0, fail_pos = 0;
+    long long max_batch, min_offset;
+    Py_buffer table, view;
+    kl_map m;
+
+    if (!PyArg_ParseTuple(args, "OOnnLLnn:map_run", &tobj, &obj, &pos, &end, &max_batch, &min_offset, &entries,
+                          &max_entries))
+        return NULL;
+    if (get_table(tobj, &table, &m) < 0)
+        return NULL;
+    if (kl_get_buffer(obj, &view) < 0) {
+        PyBuffer_Release(&table);
+        return NULL;
+    }
+    if (pos < 0 || end < pos || end > view.len) {
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&table);
+        PyErr_SetString(PyExc_ValueError, "map_run: pos and end must lie within the buffer");
+        return NULL;
+    }
+    /* Digests of one batch at a time: a count is bounded by its payload (7 bytes a record). */
+    put_ctx c = {view.buf, 0, min_offset, NULL, 0};
+    c.items = PyMem_Malloc(sizeof(put_item) * (size_t)((end - pos) / (MIN_RECORD_BODY + 1) + 1));
+    if (c.items == NULL) {
+        PyBuffer_Release(&view);
+        PyBuffer_Release(&table);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t batches = 0, records = 0, puts = 0;
+    int64_t last = -1, max_last = INT64_MIN, latest = -1;
+    int status = 0, latest_set = 0;
+    kl_framed f;
+    Py_BEGIN_ALLOW_THREADS
+    while (status == 0 && kl_frame_plain_v2(view.buf, pos, end, max_batch, 1, CONTROL_MASK | TRANSACTIONAL_MASK, &f) == 0) {
+        const uint8_t *b = (const uint8_t *)view.buf + pos;
+        int64_t batch_last;
+        if (__builtin_add_overflow(get64(b + BASE_OFFSET_AT), (int64_t)get32(b + LAST_OFFSET_DELTA_AT), &batch_last))
+            break; /* a last offset beyond int64: the Python loop's */
+        c.base_offset = get64(b + BASE_OFFSET_AT);
+        Py_ssize_t puts_before = puts;
+        if (f.count > 0 && put_records(&m, &c, pos + RECORDS_AT, f.entry_end, f.count, &entries, max_entries, &puts,
+                                       &last, &status, &fail_index, &fail_pos) < 0)
+            break; /* a record that does not walk: the Python loop raises its error */
+        batches++;
+        records += f.count;
+        if (batch_last > max_last)
+            max_last = batch_last;
+        pos = f.entry_end;
+        /* The map's latest offset as _map_segment leaves it after each batch: the last key put,
+         * then the batch's last offset when at or past min_offset (not after the map filled). */
+        if (puts > puts_before) {
+            latest = last;
+            latest_set = 1;
+        }
+        if (status == 0 && batch_last >= min_offset) {
+            latest = batch_last;
+            latest_set = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(c.items);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&table);
+    PyObject *latest_obj = latest_set ? PyLong_FromLongLong(latest) : Py_NewRef(Py_None);
+    if (latest_obj == NULL)
+        return NULL;
+    return Py_BuildValue("nnnLnnNLLi", pos, batches, records, (long long)(batches ? max_last : -1), entries, puts,
+                         latest_obj, (long long)m.lookups, (long long)m.probes, status);
 }
 
 /* ---- the keep/drop pass ---------------------------------------------------------------------- */
@@ -561,6 +657,9 @@ PyMethodDef kl_cleaner_methods[] = {
     {"put_v2", put_v2, METH_VARARGS,
      "put_v2(table, buffer, pos, end, count, base_offset, min_offset, entries, max_entries)"
      " -> (entries, puts, last_put_offset, lookups, probes, status)"},
+    {"map_run", map_run, METH_VARARGS,
+     "map_run(table, buffer, pos, end, max_batch, min_offset, entries, max_entries)"
+     " -> (stop, batches, records, max_last_offset, entries, puts, latest, lookups, probes, status)"},
     {"filter_v2", filter_v2, METH_VARARGS,
      "filter_v2(table, buffer, pos, end, count, base_offset, latest, retain_deletes)"
      " -> (flags, kept, kept_tombstone, keyless, superseded, tombstones, lookups, probes)"},

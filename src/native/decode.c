@@ -481,40 +481,6 @@ fail:
  * columns_v2_run_fill then walks the same batches again writing each column once into its final
  * array, batch-level columns included. Neither holds the GIL during its loop. */
 
-typedef struct {
-    Py_ssize_t entry_end;
-    int32_t count;
-} framed;
-
-/* The entry at pos when it is a batch this run takes (its records not yet walked); else -1. */
-static int
-frame_plain_v2(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, int validate, framed *f)
-{
-    const uint8_t *b = buf + pos;
-    if (end - pos < RECORDS_AT)
-        return -1;
-    int64_t size = get32(b + LENGTH_AT);
-    /* FileLogInputStream.nextBatch: a size below the v2 overhead, above the limit or beyond the
-     * bytes present is the Python framing's to reject or to end the run at. */
-    if (size < RECORDS_AT - LOG_OVERHEAD || size > max_batch || size > end - pos - LOG_OVERHEAD || b[MAGIC_AT] != 2)
-        return -1;
-    int attributes = (b[ATTRIBUTES_AT] << 8) | b[ATTRIBUTES_AT + 1];
-    if ((attributes & CODEC_MASK) != 0 || (attributes & CONTROL_MASK) != 0)
-        return -1; /* compressed, or a control batch: the Python driver's */
-    int32_t count = get32(b + COUNT_AT);
-    Py_ssize_t payload = (Py_ssize_t)size + LOG_OVERHEAD - RECORDS_AT;
-    /* DefaultRecordBatch's count checks: not negative, lastOffsetDelta >= count - 1, and the
-     * count must fit in the payload (each record takes at least 7 bytes). */
-    if (count < 0 || (count > 0 && (int64_t)get32(b + LAST_OFFSET_DELTA_AT) < (int64_t)count - 1) ||
-        (int64_t)count * (MIN_RECORD_BODY + 1) > payload)
-        return -1;
-    if (validate && kl_crc32c(0, b + ATTRIBUTES_AT, (size_t)(size + LOG_OVERHEAD - ATTRIBUTES_AT)) != (uint32_t)get32(b + CRC_AT))
-        return -1;
-    f->entry_end = pos + LOG_OVERHEAD + (Py_ssize_t)size;
-    f->count = count;
-    return 0;
-}
-
 static void
 set_batch(columns_ctx *c, const uint8_t *b)
 {
@@ -546,12 +512,12 @@ static void
 scan_run(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, int validate,
          int64_t max_records, columns_ctx *c, run_extent *x)
 {
-    framed f;
+    kl_framed f;
     Py_ssize_t fi, fp;
     x->stop = pos;
     x->batches = 0;
     while (pos < end && (max_records < 0 || c->at.records < max_records)) {
-        if (frame_plain_v2(buf, pos, end, max_batch, validate, &f) < 0)
+        if (kl_frame_plain_v2(buf, pos, end, max_batch, validate, CONTROL_MASK, &f) < 0)
             break;
         set_batch(c, buf + pos);
         sizes before = c->at;
