@@ -45,7 +45,8 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 from . import native
 from .cleaner_filter import CleanedTransactionMetadata, CleanerFilter
@@ -68,7 +69,7 @@ from .log import Log
 from .cleaner_offset_map import OffsetMap
 from .producer_state.manager import LastRecord
 from .record import MAGIC_V2, RecordBatch
-from .memory_records import MemoryRecords, filter_to, records_span
+from .memory_records import FilterResult, MemoryRecords, filter_to, records_span
 from .segment import LogSegment
 from .varint import INT32_MAX
 
@@ -80,6 +81,18 @@ DEFAULT_IO_BUFFER_SIZE = 512 * 1024
 DEFAULT_LOAD_FACTOR = 0.9
 DEFAULT_BACKOFF_MS = 15_000
 
+
+
+class _RunCounts(NamedTuple):
+    """The counts of a compiled filter run that ``clean_into`` reads (as a FilterResult's)."""
+
+    bytes_read: int
+    records_read: int
+    records_retained: int
+    bytes_retained: int
+    batches_rewritten: int
+    empty_batches: int
+    horizons_set: int
 
 
 def _now_ms() -> int:
@@ -287,10 +300,7 @@ class Cleaner:
             record_filter.by_key = Counter()
         seg = SegmentCleanStats(base_offset=source.base_offset, size=source.size)
         out = bytearray()
-        for chunk in self._chunks(log, source, 0):
-            self.check_done(log)
-            out.clear()
-            result = filter_to(chunk, record_filter, out)
+        for result in self._filtered(log, source, record_filter, out):
             self.throttler.maybe_throttle(result.bytes_read)
             stats.bytes_read += result.bytes_read
             stats.records_read += result.records_read
@@ -323,6 +333,39 @@ class Cleaner:
             merged = Counter(stats.removed_by_key)
             merged.update(record_filter.by_key)
             stats.removed_by_key = dict(merged)
+
+    def _filtered(
+        self, log: Log, source: LogSegment, record_filter: CleanerFilter, out: bytearray
+    ) -> Iterator[FilterResult | _RunCounts]:
+        """``filter_to`` over the segment chunk by chunk, ``out`` holding each chunk's output
+        when its counts are yielded. On the compiled core each read of ``io_buffer_size`` bytes
+        goes first to :meth:`CleanerFilter.filter_run` (its run of plain data batches in one
+        call); an entry the run does not take goes through ``filter_to`` alone, read and checked
+        as :meth:`_chunks` reads it (so damage raises the same error)."""
+        if native.ext is None or record_filter.by_key is not None:
+            for chunk in self._chunks(log, source, 0):
+                self.check_done(log)
+                out.clear()
+                yield filter_to(chunk, record_filter, out)
+            return
+        records = source.log
+        position, end, max_batch = 0, records.size_in_bytes, records.max_batch_size
+        while position < end:
+            self.check_done(log)
+            out.clear()
+            data = records.read(position, min(self.io_buffer_size, end - position))
+            run = record_filter.filter_run(data, 0, len(data), max_batch)
+            if run is not None and run.batches:
+                out += run.output
+                position += run.stop
+                yield _RunCounts(run.stop, run.records_read, run.records_retained, run.bytes_retained,
+                                 run.batches_rewritten, run.empty_batches, run.horizons_set)
+                continue
+            batch = next(records.slice(position).batches(validate=True, strict=True), None)
+            if batch is None:
+                return
+            position += batch.size_in_bytes
+            yield filter_to([batch], record_filter, out)
 
     # -- the offset map ---------------------------------------------------------------------
 

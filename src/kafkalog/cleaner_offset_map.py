@@ -228,6 +228,30 @@ class OffsetMap:
         self._probes += probes
         return flags, kept, kept_tombstone, keyless, superseded, tombstones
 
+    def filter_run(
+        self, data: bytes | memoryview, start: int, end: int, max_batch: int, now: int, delete_retention_ms: int,
+        upper_bound: int, producers: np.ndarray,
+    ) -> tuple[int, bytes, tuple[int, ...]]:
+        """The keep/drop pass and rewrite over the run of plain data batches from
+        ``data[start:end]`` (those :meth:`put_run` takes): ``(stop, output, totals)`` -- where
+        the run ended, the bytes ``filter_to`` writes for it, and its totals (batches,
+        records_read, records_retained, bytes_retained, batches_retained, batches_rewritten,
+        empty_batches, horizons_set, keyless, superseded, tombstones, max_last_offset,
+        max_offset, max_timestamp). ``producers``: int64 rows of (producer id, last data offset)
+        sorted by id, the batches that stay even when empty.
+
+        Compiled only, like :meth:`filter_batch`; the map is only read.
+        """
+        ext = native.ext
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
+        stop, output, totals, lookups, probes = ext.filter_run(
+            self._table, data, start, end, max_batch, self._latest, now, delete_retention_ms, upper_bound, producers
+        )
+        self._lookups += lookups
+        self._probes += probes
+        return stop, output, totals
+
     def update_latest_offset(self, offset: int) -> None:
         self._latest = offset
 

@@ -653,6 +653,265 @@ done:
     return result;
 }
 
+/* ---- the keep/drop pass over a run of batches, rewriting what it keeps ----------------------
+ *
+ * filter_run is memory_records.filter_to with cleaner_filter.CleanerFilter over the batches it
+ * needs no Python for (the ones map_run takes: whole, CRC-checked, uncompressed, non-control,
+ * non-transactional v2 batches), writing the bytes filter_to writes: a batch keeping all its
+ * records copied as it is (unless it keeps a tombstone and has no delete horizon yet), one that
+ * loses records re-encoded (rebuild_v2's records in encode_batch's header, the horizon set when
+ * it keeps a tombstone), one that keeps none dropped -- or, when it is its producer's last batch
+ * or ends at the pass's upper bound, written as an empty header (Kafka's writeEmptyHeader).
+ * A batch it cannot finish (a record that does not walk, an offset beyond int64, a header key
+ * that is not ASCII) ends the run before it, nothing of it counted: the Python filter takes it. */
+
+#define PRODUCER_EPOCH_AT 51
+#define DELETE_HORIZON_MASK 0x40
+
+typedef struct {
+    uint8_t *data;
+    Py_ssize_t len, cap;
+} out_buf;
+
+static uint8_t *
+out_reserve(out_buf *o, Py_ssize_t more)
+{
+    if (o->len + more > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
+        while (cap < o->len + more)
+            cap *= 2;
+        uint8_t *d = PyMem_RawRealloc(o->data, (size_t)cap);
+        if (d == NULL)
+            return NULL;
+        o->data = d;
+        o->cap = cap;
+    }
+    return o->data + o->len;
+}
+
+/* encode_batch's header for the batch at `src` rewritten with `count` records, base and max
+ * timestamps, attributes (no codec, not transactional, not control: the run's batches) and
+ * `payload` bytes after it; the CRC is set once the payload is in place (finish_header). */
+static void
+write_header(uint8_t *h, const uint8_t *src, Py_ssize_t payload, int attributes, int64_t base_ts, int64_t max_ts,
+             int32_t count)
+{
+    memcpy(h, src, RECORDS_AT); /* base offset, epoch, last offset delta, producer fields */
+    put32(h + LENGTH_AT, (int32_t)(RECORDS_AT - LOG_OVERHEAD + payload));
+    h[MAGIC_AT] = 2;
+    h[ATTRIBUTES_AT] = (uint8_t)(attributes >> 8);
+    h[ATTRIBUTES_AT + 1] = (uint8_t)attributes;
+    put64(h + BASE_TIMESTAMP_AT, base_ts);
+    put64(h + MAX_TIMESTAMP_AT, max_ts);
+    put32(h + COUNT_AT, count);
+}
+
+static void
+finish_header(uint8_t *h, Py_ssize_t size)
+{
+    put32(h + CRC_AT, (int32_t)kl_crc32c(0, h + ATTRIBUTES_AT, (size_t)(size - ATTRIBUTES_AT)));
+}
+
+/* Is (pid, last) in `producers`: rows of (producer id, last data offset) sorted by id? */
+static int
+is_producers_last(const int64_t *producers, Py_ssize_t n, int64_t pid, int64_t last)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (producers[2 * mid] < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && producers[2 * lo] == pid && producers[2 * lo + 1] == last;
+}
+
+typedef struct {
+    Py_ssize_t batches, records_read, records_retained, bytes_retained, batches_retained, batches_rewritten,
+        empty_batches, horizons_set, keyless, superseded, tombstones;
+    int64_t max_last, max_offset, max_timestamp;
+} run_totals;
+
+typedef struct {
+    kl_map *map;
+    const uint8_t *buf;
+    int64_t latest, now, delete_retention, upper_bound;
+    const int64_t *producers;
+    Py_ssize_t n_producers;
+    uint8_t *flags;
+    kept_record *kept;
+} run_filter;
+
+/* One batch at buf[pos:f->entry_end] into `out` and `t`; -1 (nothing written nor counted) when
+ * the Python filter must take it. */
+static int
+filter_one(run_filter *rf, Py_ssize_t pos, const kl_framed *f, out_buf *out, run_totals *t)
+{
+    const uint8_t *b = rf->buf + pos;
+    Py_ssize_t size = f->entry_end - pos, fi, fp;
+    int attributes = (b[ATTRIBUTES_AT] << 8) | b[ATTRIBUTES_AT + 1];
+    int64_t base_offset = get64(b + BASE_OFFSET_AT), base_ts = get64(b + BASE_TIMESTAMP_AT);
+    int64_t max_ts = get64(b + MAX_TIMESTAMP_AT), pid = get64(b + PRODUCER_ID_AT), last_offset;
+    if (__builtin_add_overflow(base_offset, (int64_t)get32(b + LAST_OFFSET_DELTA_AT), &last_offset))
+        return -1;
+    int has_horizon = (attributes & DELETE_HORIZON_MASK) != 0;
+    int log_append = (attributes & TIMESTAMP_TYPE_MASK) != 0;
+    /* CleanerFilter.check_batch_retention for data outside transactions: kept empty when it is
+     * its producer's last batch (the producer state survives) or ends at the upper bound. */
+    int retain_empty = (pid >= 0 && is_producers_last(rf->producers, rf->n_producers, pid, last_offset)) ||
+                       (last_offset != INT64_MAX && last_offset + 1 == rf->upper_bound);
+    filter_ctx c = {rf->buf, rf->map, base_offset, rf->latest, !has_horizon || rf->now < base_ts, rf->flags,
+                    0, 0, 0, 0, 0};
+    if (f->count > 0 &&
+        kl_walk_v2(rf->buf, pos + RECORDS_AT, f->entry_end, f->count, filter_record, &c, NULL, &fi, &fp) < 0)
+        return -1;
+    Py_ssize_t at = out->len;
+    if (c.kept > 0) {
+        int needs_horizon = c.kept_tombstone && !has_horizon;
+        if (c.kept == f->count && !needs_horizon) {
+            uint8_t *o = out_reserve(out, size);
+            if (o == NULL)
+                return -2;
+            memcpy(o, b, (size_t)size); /* every record kept: the batch as it is */
+            out->len += size;
+            if (max_ts > t->max_timestamp)
+                t->max_timestamp = max_ts;
+            if (last_offset > t->max_offset)
+                t->max_offset = last_offset;
+        }
+        else {
+            int64_t horizon = needs_horizon ? rf->now + rf->delete_retention : base_ts;
+            rebuild_ctx rc = {rf->buf, rf->flags, base_offset, base_ts, max_ts, log_append, rf->kept, 0};
+            int64_t new_base, new_max, last_kept;
+            Py_ssize_t payload = rebuild_plan(&rc, pos + RECORDS_AT, f->entry_end, f->count,
+                                              needs_horizon || has_horizon, horizon, &new_base, &new_max, &fi, &fp);
+            if (payload < 0 || __builtin_add_overflow(base_offset, (int64_t)rc.kept[rc.n - 1].r.offset_delta, &last_kept))
+                return -1;
+            uint8_t *o = out_reserve(out, RECORDS_AT + payload);
+            if (o == NULL)
+                return -2;
+            int attrs = (attributes & TIMESTAMP_TYPE_MASK) | (needs_horizon || has_horizon ? DELETE_HORIZON_MASK : 0);
+            write_header(o, b, payload, attrs, new_base, new_max, (int32_t)rc.n);
+            uint8_t *w = o + RECORDS_AT;
+            for (Py_ssize_t i = 0; i < rc.n; i++)
+                w = write_record(w, rf->buf, &rc.kept[i].r, rc.kept[i].r.timestamp_delta, rc.kept[i].body);
+            finish_header(o, RECORDS_AT + payload);
+            out->len += RECORDS_AT + payload;
+            t->batches_rewritten++;
+            t->horizons_set += needs_horizon;
+            if (new_max > t->max_timestamp)
+                t->max_timestamp = new_max;
+            if (last_kept > t->max_offset)
+                t->max_offset = last_kept;
+        }
+        t->batches_retained++;
+    }
+    else if (retain_empty) {
+        uint8_t *o = out_reserve(out, RECORDS_AT);
+        if (o == NULL)
+            return -2;
+        write_header(o, b, 0, attributes & TIMESTAMP_TYPE_MASK, -1, max_ts, 0);
+        finish_header(o, RECORDS_AT);
+        out->len += RECORDS_AT;
+        t->empty_batches++;
+        t->batches_retained++;
+        if (max_ts > t->max_timestamp)
+            t->max_timestamp = max_ts;
+        if (last_offset > t->max_offset)
+            t->max_offset = last_offset;
+    }
+    t->batches++;
+    t->records_read += f->count;
+    t->records_retained += c.kept;
+    t->bytes_retained += out->len - at;
+    t->keyless += c.keyless;
+    t->superseded += c.superseded;
+    t->tombstones += c.tombstones;
+    if (last_offset > t->max_last)
+        t->max_last = last_offset;
+    return 0;
+}
+
+/* filter_run(table, buffer, pos, end, max_batch, latest, now, delete_retention_ms, upper_bound,
+ *            producers) -> (stop, output bytes, totals tuple, lookups, probes)
+ * producers: int64 rows of (producer id, last data offset) sorted by id (the producers whose
+ * last batch must stay). totals: (batches, records_read, records_retained, bytes_retained,
+ * batches_retained, batches_rewritten, empty_batches, horizons_set, keyless, superseded,
+ * tombstones, max_last_offset, max_offset, max_timestamp). The map is only read. */
+static PyObject *
+filter_run(PyObject *self, PyObject *args)
+{
+    PyObject *tobj, *obj, *pobj;
+    Py_ssize_t pos, end;
+    long long max_batch, latest, now, retention, upper;
+    Py_buffer table, view, prod;
+    kl_map m;
+
+    if (!PyArg_ParseTuple(args, "OOnnLLLLLO:filter_run", &tobj, &obj, &pos, &end, &max_batch, &latest, &now,
+                          &retention, &upper, &pobj))
+        return NULL;
+    if (get_table(tobj, &table, &m) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(pobj, &prod, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&table);
+        return NULL;
+    }
+    if (kl_get_buffer(obj, &view) < 0) {
+        PyBuffer_Release(&prod);
+        PyBuffer_Release(&table);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (prod.itemsize != 8 || prod.len % 16 != 0 || pos < 0 || end < pos || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "filter_run: producers must be int64 pairs, pos and end within the buffer");
+        goto done_buffers;
+    }
+    Py_ssize_t most = (end - pos) / (MIN_RECORD_BODY + 1) + 1; /* records any batch of the run can hold */
+    run_filter rf = {&m, view.buf, latest, now, retention, upper, prod.buf, prod.len / 16, NULL, NULL};
+    rf.flags = PyMem_RawMalloc((size_t)most);
+    rf.kept = PyMem_RawMalloc(sizeof(kept_record) * (size_t)most);
+    out_buf out = {NULL, 0, 0};
+    run_totals t;
+    memset(&t, 0, sizeof(t));
+    t.max_last = t.max_offset = t.max_timestamp = -1;
+    int rc = 0;
+    if (rf.flags == NULL || rf.kept == NULL)
+        rc = -2;
+    else {
+        kl_framed f;
+        Py_BEGIN_ALLOW_THREADS
+        while (kl_frame_plain_v2(view.buf, pos, end, max_batch, 1, CONTROL_MASK | TRANSACTIONAL_MASK, &f) == 0) {
+            Py_ssize_t before = out.len;
+            run_totals saved = t;
+            rc = filter_one(&rf, pos, &f, &out, &t);
+            if (rc < 0) {
+                out.len = before;
+                t = saved;
+                break;
+            }
+            pos = f.entry_end;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (rc == -2)
+        PyErr_NoMemory();
+    else
+        result = Py_BuildValue("ny#(nnnnnnnnnnnLLL)LL", pos, out.data ? (const char *)out.data : "", out.len, t.batches,
+                               t.records_read, t.records_retained, t.bytes_retained, t.batches_retained,
+                               t.batches_rewritten, t.empty_batches, t.horizons_set, t.keyless, t.superseded,
+                               t.tombstones, (long long)t.max_last, (long long)t.max_offset,
+                               (long long)t.max_timestamp, (long long)m.lookups, (long long)m.probes);
+    PyMem_RawFree(out.data);
+    PyMem_RawFree(rf.flags);
+    PyMem_RawFree(rf.kept);
+done_buffers:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&prod);
+    PyBuffer_Release(&table);
+    return result;
+}
+
 PyMethodDef kl_cleaner_methods[] = {
     {"put_v2", put_v2, METH_VARARGS,
      "put_v2(table, buffer, pos, end, count, base_offset, min_offset, entries, max_entries)"
@@ -663,6 +922,9 @@ PyMethodDef kl_cleaner_methods[] = {
     {"filter_v2", filter_v2, METH_VARARGS,
      "filter_v2(table, buffer, pos, end, count, base_offset, latest, retain_deletes)"
      " -> (flags, kept, kept_tombstone, keyless, superseded, tombstones, lookups, probes)"},
+    {"filter_run", filter_run, METH_VARARGS,
+     "filter_run(table, buffer, pos, end, max_batch, latest, now, delete_retention_ms, upper_bound, producers)"
+     " -> (stop, output, totals, lookups, probes)"},
     {"rebuild_v2", rebuild_v2, METH_VARARGS,
      "rebuild_v2(buffer, pos, end, count, flags, base_offset, base_timestamp, append_time, horizon)"
      " -> (payload, kept, base_timestamp, max_timestamp, last_kept_offset)"},
