@@ -5,10 +5,14 @@ object per record. :func:`decode_columns` returns a :class:`RecordColumns` (the 
 :mod:`kafkalog.columnar.columns`); its :meth:`~RecordColumns.to_arrow` hands the same buffers to
 pyarrow (:mod:`kafkalog.columnar.arrow`).
 
-This module is the driver. From a ``MemoryRecords``, entries are framed in a tight loop and the
-headers of up to 2 MiB of entries parsed and checked (counts, codec, control flag; the CRC one
-call per batch) with numpy at once, without a batch object; uncompressed payloads are then read
-in place in the buffer, not copied. Otherwise (and for compressed payloads) the payloads of
+This module is the driver. From a ``MemoryRecords`` on the compiled core, each run of whole
+uncompressed non-control v2 batches is decoded by two compiled calls
+(:func:`kafkalog.columnar.fast.decode_v2_in_place`: framed, CRC-checked and walked in C, every
+column written once into its final array; no per-batch Python, no concatenation). Other entries
+(and every entry on the pure core) are framed in a tight loop and the headers of up to 2 MiB of
+entries parsed and checked (counts, codec, control flag; the CRC one call per batch) with numpy
+at once, without a batch object; uncompressed payloads are then read in place in the buffer,
+not copied. Otherwise (and for compressed payloads) the payloads of
 consecutive v2 batches (decompressed where needed) are joined into one buffer. Each run goes to
 :mod:`kafkalog.columnar.fast` (the record walk keeping columns: compiled, or pure Python); when
 a record fails a check, the whole run is decoded again batch by batch through the Record

@@ -1,5 +1,12 @@
 """Columnar decoding of a run of v2 batches: the record walk's columns, gathered with numpy.
 
+:func:`decode_v2_in_place` takes whole uncompressed v2 batches straight from a ``MemoryRecords``
+buffer on the compiled core: ``_native.columns_v2_scan`` frames them, checks each as
+``ensure_valid`` does (CRC-32C included) and walks every record, summing the sizes of the
+columns; ``columns_v2_run_fill`` walks them again writing every column -- batch-level ones
+(timestamp type, producer id, leader epoch, batch index) included -- once into arrays allocated
+here. The per-batch driver (:mod:`kafkalog.columnar.decode`) is its plain twin.
+
 The payloads of consecutive non-control v2 batches lie in one buffer (joined, or in place in a
 ``MemoryRecords``). The records are walked once, by the compiled core when it is in use
 (``_native.columns_v2_size`` then ``columns_v2_fill``: every record checked, offsets,
