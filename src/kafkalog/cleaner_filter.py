@@ -12,9 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
-
-import numpy as np
+from typing import Any, NamedTuple
 
 from . import native
 from .cleaner_offset_map import OffsetMap
@@ -133,7 +131,7 @@ class CleanerFilter(RecordFilter):
         self.discard_records = False
         self.removed: Counter[str] = Counter()
         self.by_key: Counter[bytes] | None = None
-        self._producers: np.ndarray | None = None
+        self._producers: Any = None  # OffsetMap.producer_rows of last_records, made on first use
 
     def filter_run(self, data: bytes | memoryview, start: int, end: int, max_batch: int) -> RunResult | None:
         """``filter_to`` with this filter over the run of plain data batches from
@@ -145,9 +143,10 @@ class CleanerFilter(RecordFilter):
             return None
         if self._producers is None:
             # The producers whose last data batch must stay (check_batch_retention), by id.
-            rows = sorted((pid, last.last_data_offset) for pid, last in self.last_records.items()
-                          if last.last_data_offset is not None)
-            self._producers = np.array(rows, np.int64).reshape(len(rows), 2)
+            self._producers = OffsetMap.producer_rows(
+                (pid, last.last_data_offset) for pid, last in self.last_records.items()
+                if last.last_data_offset is not None
+            )  # fmt: skip
         stop, output, totals = self.map.filter_run(
             data, start, end, max_batch, self.current_time, self.delete_retention_ms, self.upper_bound_offset,
             self._producers,

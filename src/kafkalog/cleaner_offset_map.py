@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -227,6 +228,13 @@ class OffsetMap:
         self._lookups += lookups
         self._probes += probes
         return flags, kept, kept_tombstone, keyless, superseded, tombstones
+
+    @staticmethod
+    def producer_rows(pairs: Iterable[tuple[int, int]]) -> np.ndarray:
+        """(producer id, last data offset) pairs as :meth:`filter_run` takes them: int64 rows
+        sorted by producer id."""
+        rows = sorted(pairs)
+        return np.array(rows, np.int64).reshape(len(rows), 2)
 
     def filter_run(
         self, data: bytes | memoryview, start: int, end: int, max_batch: int, now: int, delete_retention_ms: int,

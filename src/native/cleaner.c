@@ -786,7 +786,9 @@ filter_one(run_filter *rf, Py_ssize_t pos, const kl_framed *f, out_buf *out, run
                 t->max_offset = last_offset;
         }
         else {
-            int64_t horizon = needs_horizon ? rf->now + rf->delete_retention : base_ts;
+            int64_t horizon = base_ts;
+            if (needs_horizon && __builtin_add_overflow(rf->now, rf->delete_retention, &horizon))
+                return -1; /* a horizon beyond int64: the Python filter's to refuse */
             rebuild_ctx rc = {rf->buf, rf->flags, base_offset, base_ts, max_ts, log_append, rf->kept, 0};
             int64_t new_base, new_max, last_kept;
             Py_ssize_t payload = rebuild_plan(&rc, pos + RECORDS_AT, f->entry_end, f->count,
