@@ -13,19 +13,8 @@
  * that overflows int64, a header key that is not ASCII): the Python caller then re-runs the
  * batch on the pure core.
  */
-#include "native.h"
+#include "cleaner.h"
 #include <string.h>
-
-#define CELLS_PER_SLOT 3
-#define LAST_WINDOW 12     /* Kafka's hashSize - 4 */
-#define NOGIL_RECORDS 256  /* release the GIL for batches of at least this many records */
-
-typedef struct {
-    uint64_t *cells;
-    Py_ssize_t slots;
-    int64_t lookups;
-    int64_t probes;
-} kl_map;
 
 static inline uint64_t
 load_le64(const uint8_t *p)
@@ -68,8 +57,8 @@ map_find(kl_map *m, const uint8_t d[16], uint64_t *lo_out, uint64_t *hi_out, int
 }
 
 /* The table argument: a writable C-contiguous buffer of uint64 cells, three per slot. */
-static int
-get_table(PyObject *obj, Py_buffer *view, kl_map *m)
+int
+kl_cleaner_table(PyObject *obj, Py_buffer *view, kl_map *m)
 {
     if (kl_get_writable(obj, view, 8, CELLS_PER_SLOT, "table") < 0)
         return -1;
@@ -101,19 +90,6 @@ get_payload(PyObject *obj, Py_buffer *view, Py_ssize_t pos, Py_ssize_t end, int 
 
 /* ---- building the map: digest every key, then put digest -> offset ------------------------ */
 
-typedef struct {
-    uint8_t digest[16];
-    int64_t offset;
-} put_item;
-
-typedef struct {
-    const uint8_t *buf;
-    int64_t base_offset;
-    int64_t min_offset;
-    put_item *items;
-    Py_ssize_t n;
-} put_ctx;
-
 static int
 put_record(void *vctx, Py_ssize_t index, const kl_record *r)
 {
@@ -132,8 +108,8 @@ put_record(void *vctx, Py_ssize_t index, const kl_record *r)
 
 /* Digest every key of the batch at buf[pos:end] (nothing changes if it is malformed: -1), then
  * put them in order: *status 0 every key put, 1 stopped at max_entries, 2 no free slot. */
-static int
-put_records(kl_map *m, put_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, Py_ssize_t *entries,
+int
+kl_put_records(kl_map *m, put_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, Py_ssize_t *entries,
             Py_ssize_t max_entries, Py_ssize_t *puts, int64_t *last, int *status, Py_ssize_t *fail_index,
             Py_ssize_t *fail_pos)
 {
@@ -186,7 +162,7 @@ put_v2(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOnniLLnn:put_v2", &tobj, &obj, &pos, &end, &count, &base_offset, &min_offset,
                           &entries, &max_entries))
         return NULL;
-    if (get_table(tobj, &table, &m) < 0)
+    if (kl_cleaner_table(tobj, &table, &m) < 0)
         return NULL;
     if (get_payload(obj, &view, pos, end, count, "put_v2") < 0) {
         PyBuffer_Release(&table);
@@ -202,7 +178,7 @@ put_v2(PyObject *self, PyObject *args)
     Py_ssize_t puts = 0;
     int64_t last = -1;
     PyThreadState *ts = count >= NOGIL_RECORDS ? PyEval_SaveThread() : NULL;
-    rc = put_records(&m, &c, pos, end, count, &entries, max_entries, &puts, &last, &status, &fail_index, &fail_pos);
+    rc = kl_put_records(&m, &c, pos, end, count, &entries, max_entries, &puts, &last, &status, &fail_index, &fail_pos);
     if (ts != NULL)
         PyEval_RestoreThread(ts);
     PyMem_Free(c.items);
@@ -215,108 +191,11 @@ put_v2(PyObject *self, PyObject *args)
     return Py_BuildValue("nnLLLi", entries, puts, (long long)last, (long long)m.lookups, (long long)m.probes, status);
 }
 
-/* ---- building the map over a run of batches ------------------------------------------------ */
-
-/* map_run(table, buffer, pos, end, max_batch, min_offset, entries, max_entries)
- *   -> (stop, batches, records, last_offset, entries, puts, last_put_offset, lookups, probes, status)
- * cleaner._map_segment's loop over the batches it needs no Python for: from pos, every whole,
- * CRC-checked, uncompressed, non-control, non-transactional v2 batch (kl_frame_plain_v2), its
- * keys at or past min_offset put as put_v2 puts them. Stops before the first other entry (or one
- * whose records do not walk), or after the batch that filled the map to max_entries (status 1:
- * the pass ends there) or found no free slot (status 2). stop: where the next entry starts (after
- * the last batch taken); records: the records of the batches taken; max_last_offset: the highest
- * last offset among them (-1 if none: the transactions passed); latest: the map's latest offset
- * as the Python loop would leave it, or None where it would not have changed it. */
-static PyObject *
-map_run(PyObject *self, PyObject *args)
-{
-    PyObject *tobj, *obj;
-    Py_ssize_t pos, end, entries, max_entries, fail_index = 0, fail_pos = 0;
-    long long max_batch, min_offset;
-    Py_buffer table, view;
-    kl_map m;
-
-    if (!PyArg_ParseTuple(args, "OOnnLLnn:map_run", &tobj, &obj, &pos, &end, &max_batch, &min_offset, &entries,
-                          &max_entries))
-        return NULL;
-    if (get_table(tobj, &table, &m) < 0)
-        return NULL;
-    if (kl_get_buffer(obj, &view) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
-    if (pos < 0 || end < pos || end > view.len) {
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&table);
-        PyErr_SetString(PyExc_ValueError, "map_run: pos and end must lie within the buffer");
-        return NULL;
-    }
-    /* Digests of one batch at a time: a count is bounded by its payload (7 bytes a record). */
-    put_ctx c = {view.buf, 0, min_offset, NULL, 0};
-    c.items = PyMem_Malloc(sizeof(put_item) * (size_t)((end - pos) / (MIN_RECORD_BODY + 1) + 1));
-    if (c.items == NULL) {
-        PyBuffer_Release(&view);
-        PyBuffer_Release(&table);
-        return PyErr_NoMemory();
-    }
-    Py_ssize_t batches = 0, records = 0, puts = 0;
-    int64_t last = -1, max_last = INT64_MIN, latest = -1;
-    int status = 0, latest_set = 0;
-    kl_framed f;
-    Py_BEGIN_ALLOW_THREADS
-    while (status == 0 && kl_frame_plain_v2(view.buf, pos, end, max_batch, 1, CONTROL_MASK | TRANSACTIONAL_MASK, &f) == 0) {
-        const uint8_t *b = (const uint8_t *)view.buf + pos;
-        int64_t batch_last;
-        if (__builtin_add_overflow(get64(b + BASE_OFFSET_AT), (int64_t)get32(b + LAST_OFFSET_DELTA_AT), &batch_last))
-            break; /* a last offset beyond int64: the Python loop's */
-        c.base_offset = get64(b + BASE_OFFSET_AT);
-        Py_ssize_t puts_before = puts;
-        if (f.count > 0 && put_records(&m, &c, pos + RECORDS_AT, f.entry_end, f.count, &entries, max_entries, &puts,
-                                       &last, &status, &fail_index, &fail_pos) < 0)
-            break; /* a record that does not walk: the Python loop raises its error */
-        batches++;
-        records += f.count;
-        if (batch_last > max_last)
-            max_last = batch_last;
-        pos = f.entry_end;
-        /* The map's latest offset as _map_segment leaves it after each batch: the last key put,
-         * then the batch's last offset when at or past min_offset (not after the map filled). */
-        if (puts > puts_before) {
-            latest = last;
-            latest_set = 1;
-        }
-        if (status == 0 && batch_last >= min_offset) {
-            latest = batch_last;
-            latest_set = 1;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    PyMem_Free(c.items);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&table);
-    PyObject *latest_obj = latest_set ? PyLong_FromLongLong(latest) : Py_NewRef(Py_None);
-    if (latest_obj == NULL)
-        return NULL;
-    return Py_BuildValue("nnnLnnNLLi", pos, batches, records, (long long)(batches ? max_last : -1), entries, puts,
-                         latest_obj, (long long)m.lookups, (long long)m.probes, status);
-}
-
 /* ---- the keep/drop pass ---------------------------------------------------------------------- */
 
-typedef struct {
-    const uint8_t *buf;
-    kl_map *map;
-    int64_t base_offset;
-    int64_t latest;
-    int retain_deletes;
-    uint8_t *flags;
-    Py_ssize_t kept, keyless, superseded, tombstones;
-    int kept_tombstone;
-} filter_ctx;
-
 /* CleanerFilter.retain for one record of a v2 data batch. */
-static int
-filter_record(void *vctx, Py_ssize_t index, const kl_record *r)
+int
+kl_filter_record(void *vctx, Py_ssize_t index, const kl_record *r)
 {
     filter_ctx *c = vctx;
     int64_t offset;
@@ -366,7 +245,7 @@ filter_v2(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOnniLLp:filter_v2", &tobj, &obj, &pos, &end, &count, &base_offset, &latest,
                           &retain_deletes))
         return NULL;
-    if (get_table(tobj, &table, &m) < 0)
+    if (kl_cleaner_table(tobj, &table, &m) < 0)
         return NULL;
     if (get_payload(obj, &view, pos, end, count, "filter_v2") < 0) {
         PyBuffer_Release(&table);
@@ -381,11 +260,11 @@ filter_v2(PyObject *self, PyObject *args)
     filter_ctx c = {view.buf, &m, base_offset, latest, retain_deletes, (uint8_t *)PyBytes_AS_STRING(flags), 0, 0, 0, 0, 0};
     if (count >= NOGIL_RECORDS) {
         Py_BEGIN_ALLOW_THREADS
-        rc = kl_walk_v2(view.buf, pos, end, count, filter_record, &c, NULL, &fail_index, &fail_pos);
+        rc = kl_walk_v2(view.buf, pos, end, count, kl_filter_record, &c, NULL, &fail_index, &fail_pos);
         Py_END_ALLOW_THREADS
     }
     else
-        rc = kl_walk_v2(view.buf, pos, end, count, filter_record, &c, NULL, &fail_index, &fail_pos);
+        rc = kl_walk_v2(view.buf, pos, end, count, kl_filter_record, &c, NULL, &fail_index, &fail_pos);
     PyBuffer_Release(&view);
     PyBuffer_Release(&table);
     if (rc < 0) {
@@ -432,21 +311,6 @@ put_varint(uint8_t *p, uint64_t z)
     *p++ = (uint8_t)z;
     return p;
 }
-
-typedef struct {
-    kl_record r;
-    int64_t timestamp;  /* as a reader reports it */
-    Py_ssize_t body;    /* the re-encoded record's size after its length varint */
-} kept_record;
-
-typedef struct {
-    const uint8_t *buf;
-    const uint8_t *flags;
-    int64_t base_offset, base_timestamp, append_time;
-    int log_append;
-    kept_record *kept;
-    Py_ssize_t n;
-} rebuild_ctx;
 
 static int
 rebuild_record(void *vctx, Py_ssize_t index, const kl_record *r)
@@ -495,8 +359,8 @@ record_body_size(const uint8_t *buf, const kl_record *r, int64_t ts_delta)
     return n;
 }
 
-static uint8_t *
-write_record(uint8_t *out, const uint8_t *buf, const kl_record *r, int64_t ts_delta, Py_ssize_t body)
+uint8_t *
+kl_write_record(uint8_t *out, const uint8_t *buf, const kl_record *r, int64_t ts_delta, Py_ssize_t body)
 {
     out = put_varint(out, zigzag32((int32_t)body));
     *out++ = 0; /* record attributes: unused, written as 0 */
@@ -537,8 +401,8 @@ write_record(uint8_t *out, const uint8_t *buf, const kl_record *r, int64_t ts_de
 
 /* Phase one (no Python API): walk, collect the kept records, fix the new base timestamp, size
  * every record. Returns the payload size, or -1 (malformed, overflow or not ASCII). */
-static Py_ssize_t
-rebuild_plan(rebuild_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, int has_horizon, int64_t horizon,
+Py_ssize_t
+kl_rebuild_plan(rebuild_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, int has_horizon, int64_t horizon,
              int64_t *new_base, int64_t *max_ts, Py_ssize_t *fail_index, Py_ssize_t *fail_pos)
 {
     if (kl_walk_v2(c->buf, pos, end, count, rebuild_record, c, NULL, fail_index, fail_pos) < 0)
@@ -626,7 +490,7 @@ rebuild_v2(PyObject *self, PyObject *args)
     PyObject *result = NULL, *payload = NULL;
     int nogil = count >= NOGIL_RECORDS;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
-    size = rebuild_plan(&c, pos, end, count, horizon_obj != Py_None, horizon, &new_base, &max_ts, &fail_index,
+    size = kl_rebuild_plan(&c, pos, end, count, horizon_obj != Py_None, horizon, &new_base, &max_ts, &fail_index,
                         &fail_pos);
     if (nogil)
         PyEval_RestoreThread(ts);
@@ -640,7 +504,7 @@ rebuild_v2(PyObject *self, PyObject *args)
     ts = nogil ? PyEval_SaveThread() : NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(payload);
     for (Py_ssize_t i = 0; i < c.n; i++)
-        out = write_record(out, c.buf, &c.kept[i].r, c.kept[i].r.timestamp_delta, c.kept[i].body);
+        out = kl_write_record(out, c.buf, &c.kept[i].r, c.kept[i].r.timestamp_delta, c.kept[i].body);
     if (nogil)
         PyEval_RestoreThread(ts);
     /* the last kept record's offset: base + its delta (the walk's put_record check applies) */
@@ -658,278 +522,17 @@ done:
     return result;
 }
 
-/* ---- the keep/drop pass over a run of batches, rewriting what it keeps ----------------------
- *
- * filter_run is memory_records.filter_to with cleaner_filter.CleanerFilter over the batches it
- * needs no Python for (the ones map_run takes: whole, CRC-checked, uncompressed, non-control,
- * non-transactional v2 batches), writing the bytes filter_to writes: a batch keeping all its
- * records copied as it is (unless it keeps a tombstone and has no delete horizon yet), one that
- * loses records re-encoded (rebuild_v2's records in encode_batch's header, the horizon set when
- * it keeps a tombstone), one that keeps none dropped -- or, when it is its producer's last batch
- * or ends at the pass's upper bound, written as an empty header (Kafka's writeEmptyHeader).
- * A batch it cannot finish (a record that does not walk, an offset beyond int64, a header key
- * that is not ASCII) ends the run before it, nothing of it counted: the Python filter takes it. */
-
-#define PRODUCER_EPOCH_AT 51
-#define DELETE_HORIZON_MASK 0x40
-
-typedef struct {
-    uint8_t *data;
-    Py_ssize_t len, cap;
-} out_buf;
-
-static uint8_t *
-out_reserve(out_buf *o, Py_ssize_t more)
-{
-    if (o->len + more > o->cap) {
-        Py_ssize_t cap = o->cap ? o->cap : 1 << 16;
-        while (cap < o->len + more)
-            cap *= 2;
-        uint8_t *d = PyMem_RawRealloc(o->data, (size_t)cap);
-        if (d == NULL)
-            return NULL;
-        o->data = d;
-        o->cap = cap;
-    }
-    return o->data + o->len;
-}
-
-/* encode_batch's header for the batch at `src` rewritten with `count` records, base and max
- * timestamps, attributes (no codec, not transactional, not control: the run's batches) and
- * `payload` bytes after it; the CRC is set once the payload is in place (finish_header). */
-static void
-write_header(uint8_t *h, const uint8_t *src, Py_ssize_t payload, int attributes, int64_t base_ts, int64_t max_ts,
-             int32_t count)
-{
-    memcpy(h, src, RECORDS_AT); /* base offset, epoch, last offset delta, producer fields */
-    put32(h + LENGTH_AT, (int32_t)(RECORDS_AT - LOG_OVERHEAD + payload));
-    h[MAGIC_AT] = 2;
-    h[ATTRIBUTES_AT] = (uint8_t)(attributes >> 8);
-    h[ATTRIBUTES_AT + 1] = (uint8_t)attributes;
-    put64(h + BASE_TIMESTAMP_AT, base_ts);
-    put64(h + MAX_TIMESTAMP_AT, max_ts);
-    put32(h + COUNT_AT, count);
-}
-
-static void
-finish_header(uint8_t *h, Py_ssize_t size)
-{
-    put32(h + CRC_AT, (int32_t)kl_crc32c(0, h + ATTRIBUTES_AT, (size_t)(size - ATTRIBUTES_AT)));
-}
-
-/* Is (pid, last) in `producers`: rows of (producer id, last data offset) sorted by id? */
-static int
-is_producers_last(const int64_t *producers, Py_ssize_t n, int64_t pid, int64_t last)
-{
-    Py_ssize_t lo = 0, hi = n;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (producers[2 * mid] < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && producers[2 * lo] == pid && producers[2 * lo + 1] == last;
-}
-
-typedef struct {
-    Py_ssize_t batches, records_read, records_retained, bytes_retained, batches_retained, batches_rewritten,
-        empty_batches, horizons_set, keyless, superseded, tombstones;
-    int64_t max_last, max_offset, max_timestamp;
-} run_totals;
-
-typedef struct {
-    kl_map *map;
-    const uint8_t *buf;
-    int64_t latest, now, delete_retention, upper_bound;
-    const int64_t *producers;
-    Py_ssize_t n_producers;
-    uint8_t *flags;
-    kept_record *kept;
-} run_filter;
-
-/* One batch at buf[pos:f->entry_end] into `out` and `t`; -1 (nothing written nor counted) when
- * the Python filter must take it. */
-static int
-filter_one(run_filter *rf, Py_ssize_t pos, const kl_framed *f, out_buf *out, run_totals *t)
-{
-    const uint8_t *b = rf->buf + pos;
-    Py_ssize_t size = f->entry_end - pos, fi, fp;
-    int attributes = (b[ATTRIBUTES_AT] << 8) | b[ATTRIBUTES_AT + 1];
-    int64_t base_offset = get64(b + BASE_OFFSET_AT), base_ts = get64(b + BASE_TIMESTAMP_AT);
-    int64_t max_ts = get64(b + MAX_TIMESTAMP_AT), pid = get64(b + PRODUCER_ID_AT), last_offset;
-    if (__builtin_add_overflow(base_offset, (int64_t)get32(b + LAST_OFFSET_DELTA_AT), &last_offset))
-        return -1;
-    int has_horizon = (attributes & DELETE_HORIZON_MASK) != 0;
-    int log_append = (attributes & TIMESTAMP_TYPE_MASK) != 0;
-    /* CleanerFilter.check_batch_retention for data outside transactions: kept empty when it is
-     * its producer's last batch (the producer state survives) or ends at the upper bound. */
-    int retain_empty = (pid >= 0 && is_producers_last(rf->producers, rf->n_producers, pid, last_offset)) ||
-                       (last_offset != INT64_MAX && last_offset + 1 == rf->upper_bound);
-    filter_ctx c = {rf->buf, rf->map, base_offset, rf->latest, !has_horizon || rf->now < base_ts, rf->flags,
-                    0, 0, 0, 0, 0};
-    if (f->count > 0 &&
-        kl_walk_v2(rf->buf, pos + RECORDS_AT, f->entry_end, f->count, filter_record, &c, NULL, &fi, &fp) < 0)
-        return -1;
-    Py_ssize_t at = out->len;
-    if (c.kept > 0) {
-        int needs_horizon = c.kept_tombstone && !has_horizon;
-        if (c.kept == f->count && !needs_horizon) {
-            uint8_t *o = out_reserve(out, size);
-            if (o == NULL)
-                return -2;
-            memcpy(o, b, (size_t)size); /* every record kept: the batch as it is */
-            out->len += size;
-            if (max_ts > t->max_timestamp)
-                t->max_timestamp = max_ts;
-            if (last_offset > t->max_offset)
-                t->max_offset = last_offset;
-        }
-        else {
-            int64_t horizon = base_ts;
-            if (needs_horizon && __builtin_add_overflow(rf->now, rf->delete_retention, &horizon))
-                return -1; /* a horizon beyond int64: the Python filter's to refuse */
-            rebuild_ctx rc = {rf->buf, rf->flags, base_offset, base_ts, max_ts, log_append, rf->kept, 0};
-            int64_t new_base, new_max, last_kept;
-            Py_ssize_t payload = rebuild_plan(&rc, pos + RECORDS_AT, f->entry_end, f->count,
-                                              needs_horizon || has_horizon, horizon, &new_base, &new_max, &fi, &fp);
-            if (payload < 0 || __builtin_add_overflow(base_offset, (int64_t)rc.kept[rc.n - 1].r.offset_delta, &last_kept))
-                return -1;
-            uint8_t *o = out_reserve(out, RECORDS_AT + payload);
-            if (o == NULL)
-                return -2;
-            int attrs = (attributes & TIMESTAMP_TYPE_MASK) | (needs_horizon || has_horizon ? DELETE_HORIZON_MASK : 0);
-            write_header(o, b, payload, attrs, new_base, new_max, (int32_t)rc.n);
-            uint8_t *w = o + RECORDS_AT;
-            for (Py_ssize_t i = 0; i < rc.n; i++)
-                w = write_record(w, rf->buf, &rc.kept[i].r, rc.kept[i].r.timestamp_delta, rc.kept[i].body);
-            finish_header(o, RECORDS_AT + payload);
-            out->len += RECORDS_AT + payload;
-            t->batches_rewritten++;
-            t->horizons_set += needs_horizon;
-            if (new_max > t->max_timestamp)
-                t->max_timestamp = new_max;
-            if (last_kept > t->max_offset)
-                t->max_offset = last_kept;
-        }
-        t->batches_retained++;
-    }
-    else if (retain_empty) {
-        uint8_t *o = out_reserve(out, RECORDS_AT);
-        if (o == NULL)
-            return -2;
-        write_header(o, b, 0, attributes & TIMESTAMP_TYPE_MASK, -1, max_ts, 0);
-        finish_header(o, RECORDS_AT);
-        out->len += RECORDS_AT;
-        t->empty_batches++;
-        t->batches_retained++;
-        if (max_ts > t->max_timestamp)
-            t->max_timestamp = max_ts;
-        if (last_offset > t->max_offset)
-            t->max_offset = last_offset;
-    }
-    t->batches++;
-    t->records_read += f->count;
-    t->records_retained += c.kept;
-    t->bytes_retained += out->len - at;
-    t->keyless += c.keyless;
-    t->superseded += c.superseded;
-    t->tombstones += c.tombstones;
-    if (last_offset > t->max_last)
-        t->max_last = last_offset;
-    return 0;
-}
-
-/* filter_run(table, buffer, pos, end, max_batch, latest, now, delete_retention_ms, upper_bound,
- *            producers) -> (stop, output bytes, totals tuple, lookups, probes)
- * producers: int64 rows of (producer id, last data offset) sorted by id (the producers whose
- * last batch must stay). totals: (batches, records_read, records_retained, bytes_retained,
- * batches_retained, batches_rewritten, empty_batches, horizons_set, keyless, superseded,
- * tombstones, max_last_offset, max_offset, max_timestamp). The map is only read. */
-static PyObject *
-filter_run(PyObject *self, PyObject *args)
-{
-    PyObject *tobj, *obj, *pobj;
-    Py_ssize_t pos, end;
-    long long max_batch, latest, now, retention, upper;
-    Py_buffer table, view, prod;
-    kl_map m;
-
-    if (!PyArg_ParseTuple(args, "OOnnLLLLLO:filter_run", &tobj, &obj, &pos, &end, &max_batch, &latest, &now,
-                          &retention, &upper, &pobj))
-        return NULL;
-    if (get_table(tobj, &table, &m) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(pobj, &prod, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&table);
-        return NULL;
-    }
-    if (kl_get_buffer(obj, &view) < 0) {
-        PyBuffer_Release(&prod);
-        PyBuffer_Release(&table);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (prod.itemsize != 8 || prod.len % 16 != 0 || pos < 0 || end < pos || end > view.len) {
-        PyErr_SetString(PyExc_ValueError, "filter_run: producers must be int64 pairs, pos and end within the buffer");
-        goto done_buffers;
-    }
-    Py_ssize_t most = (end - pos) / (MIN_RECORD_BODY + 1) + 1; /* records any batch of the run can hold */
-    run_filter rf = {&m, view.buf, latest, now, retention, upper, prod.buf, prod.len / 16, NULL, NULL};
-    rf.flags = PyMem_RawMalloc((size_t)most);
-    rf.kept = PyMem_RawMalloc(sizeof(kept_record) * (size_t)most);
-    out_buf out = {NULL, 0, 0};
-    run_totals t;
-    memset(&t, 0, sizeof(t));
-    t.max_last = t.max_offset = t.max_timestamp = -1;
-    int rc = 0;
-    if (rf.flags == NULL || rf.kept == NULL)
-        rc = -2;
-    else {
-        kl_framed f;
-        Py_BEGIN_ALLOW_THREADS
-        while (kl_frame_plain_v2(view.buf, pos, end, max_batch, 1, CONTROL_MASK | TRANSACTIONAL_MASK, &f) == 0) {
-            Py_ssize_t before = out.len;
-            run_totals saved = t;
-            rc = filter_one(&rf, pos, &f, &out, &t);
-            if (rc < 0) {
-                out.len = before;
-                t = saved;
-                break;
-            }
-            pos = f.entry_end;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    if (rc == -2)
-        PyErr_NoMemory();
-    else
-        result = Py_BuildValue("ny#(nnnnnnnnnnnLLL)LL", pos, out.data ? (const char *)out.data : "", out.len, t.batches,
-                               t.records_read, t.records_retained, t.bytes_retained, t.batches_retained,
-                               t.batches_rewritten, t.empty_batches, t.horizons_set, t.keyless, t.superseded,
-                               t.tombstones, (long long)t.max_last, (long long)t.max_offset,
-                               (long long)t.max_timestamp, (long long)m.lookups, (long long)m.probes);
-    PyMem_RawFree(out.data);
-    PyMem_RawFree(rf.flags);
-    PyMem_RawFree(rf.kept);
-done_buffers:
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&prod);
-    PyBuffer_Release(&table);
-    return result;
-}
-
 PyMethodDef kl_cleaner_methods[] = {
     {"put_v2", put_v2, METH_VARARGS,
      "put_v2(table, buffer, pos, end, count, base_offset, min_offset, entries, max_entries)"
      " -> (entries, puts, last_put_offset, lookups, probes, status)"},
-    {"map_run", map_run, METH_VARARGS,
+    {"map_run", kl_map_run, METH_VARARGS,
      "map_run(table, buffer, pos, end, max_batch, min_offset, entries, max_entries)"
      " -> (stop, batches, records, max_last_offset, entries, puts, latest, lookups, probes, status)"},
     {"filter_v2", filter_v2, METH_VARARGS,
      "filter_v2(table, buffer, pos, end, count, base_offset, latest, retain_deletes)"
      " -> (flags, kept, kept_tombstone, keyless, superseded, tombstones, lookups, probes)"},
-    {"filter_run", filter_run, METH_VARARGS,
+    {"filter_run", kl_filter_run, METH_VARARGS,
      "filter_run(table, buffer, pos, end, max_batch, latest, now, delete_retention_ms, upper_bound, producers)"
      " -> (stop, output, totals, lookups, probes)"},
     {"rebuild_v2", rebuild_v2, METH_VARARGS,
