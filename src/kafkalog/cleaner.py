@@ -45,7 +45,8 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 from . import native
 from .cleaner_filter import CleanedTransactionMetadata, CleanerFilter
@@ -68,7 +69,7 @@ from .log import Log
 from .cleaner_offset_map import OffsetMap
 from .producer_state.manager import LastRecord
 from .record import MAGIC_V2, RecordBatch
-from .memory_records import MemoryRecords, filter_to, records_span
+from .memory_records import FilterResult, MemoryRecords, filter_to, records_span
 from .segment import LogSegment
 from .varint import INT32_MAX
 
@@ -80,6 +81,18 @@ DEFAULT_IO_BUFFER_SIZE = 512 * 1024
 DEFAULT_LOAD_FACTOR = 0.9
 DEFAULT_BACKOFF_MS = 15_000
 
+
+
+class _RunCounts(NamedTuple):
+    """The counts of a compiled filter run that ``clean_into`` reads (as a FilterResult's)."""
+
+    bytes_read: int
+    records_read: int
+    records_retained: int
+    bytes_retained: int
+    batches_rewritten: int
+    empty_batches: int
+    horizons_set: int
 
 
 def _now_ms() -> int:
@@ -287,10 +300,7 @@ class Cleaner:
             record_filter.by_key = Counter()
         seg = SegmentCleanStats(base_offset=source.base_offset, size=source.size)
         out = bytearray()
-        for chunk in self._chunks(log, source, 0):
-            self.check_done(log)
-            out.clear()
-            result = filter_to(chunk, record_filter, out)
+        for result in self._filtered(log, source, record_filter, out):
             self.throttler.maybe_throttle(result.bytes_read)
             stats.bytes_read += result.bytes_read
             stats.records_read += result.records_read
@@ -323,6 +333,39 @@ class Cleaner:
             merged = Counter(stats.removed_by_key)
             merged.update(record_filter.by_key)
             stats.removed_by_key = dict(merged)
+
+    def _filtered(
+        self, log: Log, source: LogSegment, record_filter: CleanerFilter, out: bytearray
+    ) -> Iterator[FilterResult | _RunCounts]:
+        """``filter_to`` over the segment chunk by chunk, ``out`` holding each chunk's output
+        when its counts are yielded. On the compiled core each read of ``io_buffer_size`` bytes
+        goes first to :meth:`CleanerFilter.filter_run` (its run of plain data batches in one
+        call); an entry the run does not take goes through ``filter_to`` alone, read and checked
+        as :meth:`_chunks` reads it (so damage raises the same error)."""
+        if native.ext is None or record_filter.by_key is not None:
+            for chunk in self._chunks(log, source, 0):
+                self.check_done(log)
+                out.clear()
+                yield filter_to(chunk, record_filter, out)
+            return
+        records = source.log
+        position, end, max_batch = 0, records.size_in_bytes, records.max_batch_size
+        while position < end:
+            self.check_done(log)
+            out.clear()
+            data = records.read(position, min(self.io_buffer_size, end - position))
+            run = record_filter.filter_run(data, 0, len(data), max_batch)
+            if run is not None and run.batches:
+                out += run.output
+                position += run.stop
+                yield _RunCounts(run.stop, run.records_read, run.records_retained, run.bytes_retained,
+                                 run.batches_rewritten, run.empty_batches, run.horizons_set)
+                continue
+            batch = next(records.slice(position).batches(validate=True, strict=True), None)
+            if batch is None:
+                return
+            position += batch.size_in_bytes
+            yield filter_to([batch], record_filter, out)
 
     # -- the offset map ---------------------------------------------------------------------
 
@@ -359,31 +402,94 @@ class Cleaner:
         offset_map = self.offset_map
         max_entries = int(offset_map.slots * self.load_factor)
         position = segment.offset_index.lookup(start).position
+        if native.ext is not None:
+            return self._map_segment_runs(log, segment, position, start, next_segment_start, txns, stats, done, total)
         read = 0
         for chunk in self._chunks(log, segment, position):
             self.check_done(log)
             chunk_bytes = 0
             for batch in chunk:
                 chunk_bytes += batch.size_in_bytes
-                if batch.is_control:
-                    txns.on_control_batch(batch, batch.records())
-                    stats.map_records_read += 1
-                elif txns.on_batch(batch):
-                    stats.map_records_read += batch.count or 0  # aborted: not mapped
-                else:
-                    full, records = self._map_batch(batch, start, max_entries)
-                    if full:
-                        stats.map_bytes_read += chunk_bytes
-                        return True, read + chunk_bytes
-                    stats.map_records_read += records
-                if batch.last_offset >= start:
-                    offset_map.update_latest_offset(batch.last_offset)
+                if self._map_one(batch, start, max_entries, txns, stats):
+                    stats.map_bytes_read += chunk_bytes
+                    return True, read + chunk_bytes
             self.throttler.maybe_throttle(chunk_bytes)
             stats.map_bytes_read += chunk_bytes
             read += chunk_bytes
             if self.progress is not None:
                 self.progress(CleanerProgress(log.directory.name, "map", done + read, total))
         # An offset gap at the segment's end: what was mapped reaches the next segment.
+        offset_map.update_latest_offset(next_segment_start - 1)
+        return False, read
+
+    def _map_one(
+        self, batch: RecordBatch, start: int, max_entries: int, txns: CleanedTransactionMetadata, stats: CleanerStats
+    ) -> bool:
+        """Map one checked batch (markers and aborted data are only followed); True when the
+        map reached ``max_entries`` in it (the pass ends there)."""
+        if batch.is_control:
+            txns.on_control_batch(batch, batch.records())
+            stats.map_records_read += 1
+        elif txns.on_batch(batch):
+            stats.map_records_read += batch.count or 0  # aborted: not mapped
+        else:
+            full, records = self._map_batch(batch, start, max_entries)
+            if full:
+                return True
+            stats.map_records_read += records
+        if batch.last_offset >= start:
+            self.offset_map.update_latest_offset(batch.last_offset)
+        return False
+
+    def _map_segment_runs(
+        self,
+        log: Log,
+        segment: LogSegment,
+        position: int,
+        start: int,
+        next_segment_start: int,
+        txns: CleanedTransactionMetadata,
+        stats: CleanerStats,
+        done: int,
+        total: int,
+    ) -> tuple[bool, int]:
+        """:meth:`_map_segment` on the compiled core: the segment read ``io_buffer_size`` bytes
+        at a time, each read's run of plain data batches (whole, CRC-checked, uncompressed,
+        non-transactional v2) mapped by one compiled call (:meth:`OffsetMap.put_run`); an entry
+        the run does not take (a marker, transactional or compressed data, a legacy message, a
+        batch larger than the read, damage) goes through :meth:`_map_one` alone, read and
+        checked as :meth:`_chunks` reads it (so damage raises the same error)."""
+        offset_map = self.offset_map
+        max_entries = int(offset_map.slots * self.load_factor)
+        source = segment.log
+        end = source.size_in_bytes
+        max_batch = source.max_batch_size
+        read = 0
+        while position < end:
+            self.check_done(log)
+            data = source.read(position, min(self.io_buffer_size, end - position))
+            stop, batches, records, max_last, full = offset_map.put_run(data, 0, len(data), max_batch, start, max_entries)
+            step = stop
+            stats.map_records_read += records
+            if batches:
+                txns.passed(max_last)  # what on_batch records for data outside transactions
+            if full:
+                stats.map_bytes_read += step
+                return True, read + step
+            if not batches:
+                batch = next(source.slice(position).batches(validate=True, strict=True), None)
+                if batch is None:
+                    break
+                step = batch.size_in_bytes
+                if self._map_one(batch, start, max_entries, txns, stats):
+                    stats.map_bytes_read += step
+                    return True, read + step
+            self.throttler.maybe_throttle(step)
+            stats.map_bytes_read += step
+            read += step
+            position += step
+            if self.progress is not None:
+                self.progress(CleanerProgress(log.directory.name, "map", done + read, total))
         offset_map.update_latest_offset(next_segment_start - 1)
         return False, read
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from . import native
 from .cleaner_offset_map import OffsetMap
@@ -52,6 +53,11 @@ class CleanedTransactionMetadata:
             txn = heapq.heappop(pending)[2]
             self._aborted.setdefault(txn.producer_id, _AbortedTxnState(txn))
 
+    def passed(self, offset: int) -> None:
+        """Batches outside any transaction went by, up to ``offset`` (what :meth:`on_batch`
+        records for each of them)."""
+        self._consume_up_to(offset)
+
     def on_control_batch(self, batch: RecordBatch, records: Sequence[Record]) -> bool:
         """Whether the marker may be discarded (its transaction has no data left)."""
         self._consume_up_to(batch.last_offset)
@@ -88,6 +94,21 @@ class CleanedTransactionMetadata:
         return False
 
 
+class RunResult(NamedTuple):
+    """What :meth:`CleanerFilter.filter_run` did with a run of plain data batches (the counts
+    ``filter_to``'s :class:`~kafkalog.memory_records.FilterResult` has for them)."""
+
+    stop: int
+    output: bytes
+    batches: int
+    records_read: int
+    records_retained: int
+    bytes_retained: int
+    batches_rewritten: int
+    empty_batches: int
+    horizons_set: int
+
+
 class CleanerFilter(RecordFilter):
     """Kafka's ``logCleanerFilter`` for one source segment."""
 
@@ -110,6 +131,37 @@ class CleanerFilter(RecordFilter):
         self.discard_records = False
         self.removed: Counter[str] = Counter()
         self.by_key: Counter[bytes] | None = None
+        self._producers: Any = None  # OffsetMap.producer_rows of last_records, made on first use
+
+    def filter_run(self, data: bytes | memoryview, start: int, end: int, max_batch: int) -> RunResult | None:
+        """``filter_to`` with this filter over the run of plain data batches from
+        ``data[start:end]`` (whole, CRC-checked, uncompressed, non-control, non-transactional v2
+        batches; the run ends before any other entry, which the caller gives ``filter_to``),
+        on the compiled core: the same bytes and counts. None on the pure core, or when counting
+        by key."""
+        if native.ext is None or self.by_key is not None:
+            return None
+        if self._producers is None:
+            # The producers whose last data batch must stay (check_batch_retention), by id.
+            self._producers = OffsetMap.producer_rows(
+                (pid, last.last_data_offset) for pid, last in self.last_records.items()
+                if last.last_data_offset is not None
+            )  # fmt: skip
+        stop, output, totals = self.map.filter_run(
+            data, start, end, max_batch, self.current_time, self.delete_retention_ms, self.upper_bound_offset,
+            self._producers,
+        )
+        (batches, records_read, records_retained, bytes_retained, _, rewritten, empty, horizons, keyless, superseded,
+         tombstones, max_last, _, _) = totals  # fmt: skip
+        if batches:
+            self.txns.passed(max_last)  # what on_batch records for data outside transactions
+            self.discard_records = False
+        removed = self.removed
+        for reason, n in (("keyless", keyless), ("superseded", superseded), ("tombstone", tombstones)):
+            if n:
+                removed[reason] += n
+        return RunResult(stop, output, batches, records_read, records_retained, bytes_retained, rewritten, empty,
+                         horizons)
 
     def check_batch_retention(self, batch: RecordBatch) -> tuple[BatchRetention, bool]:
         # Markers piggy-back on the tombstone horizon: never removed before their transaction's

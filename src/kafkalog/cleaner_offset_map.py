@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -174,6 +175,40 @@ class OffsetMap:
             raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
         return status == 1
 
+    def put_run(
+        self, data: bytes | memoryview, start: int, end: int, max_batch: int, min_offset: int, max_entries: int
+    ) -> tuple[int, int, int, int, bool]:
+        """The map pass over the run of batches from ``data[start:end]`` that need nothing but
+        their keys (whole, CRC-checked, uncompressed, non-control, non-transactional v2 batches;
+        the run ends before any other entry): every key at or past ``min_offset`` put as
+        :meth:`put_batch` puts it, and the latest offset left as ``Cleaner._map_segment`` leaves
+        it (each batch's last offset once at or past ``min_offset``). Returns ``(stop, batches,
+        records, max_last_offset, full)``: where the run ended, the batches and records taken,
+        their highest last offset (-1 when none), and whether the map reached ``max_entries`` in
+        the last batch taken (whose last offset then does not become the latest).
+
+        Compiled only, like :meth:`put_batch`.
+
+        Raises:
+            OverflowError: the map has no free slot (as :meth:`put`).
+        """
+        ext = native.ext
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
+        stop, batches, records, max_last, entries, puts, latest, lookups, probes, status = ext.map_run(
+            self._table, data, start, end, max_batch, min_offset, self._entries, max_entries
+        )
+        self._entries = entries
+        self._lookups += lookups
+        self._probes += probes
+        if puts:
+            self._dirty = True
+        if latest is not None:
+            self._latest = latest
+        if status == 2:
+            raise OverflowError(f"the offset map is full ({self._entries} of {self._slots} slots)")
+        return stop, batches, records, max_last, status == 1
+
     def filter_batch(
         self, data: bytes | memoryview, start: int, end: int, count: int, base_offset: int, retain_deletes: bool
     ) -> tuple[bytes, int, bool, int, int, int]:
@@ -193,6 +228,37 @@ class OffsetMap:
         self._lookups += lookups
         self._probes += probes
         return flags, kept, kept_tombstone, keyless, superseded, tombstones
+
+    @staticmethod
+    def producer_rows(pairs: Iterable[tuple[int, int]]) -> np.ndarray:
+        """(producer id, last data offset) pairs as :meth:`filter_run` takes them: int64 rows
+        sorted by producer id."""
+        rows = sorted(pairs)
+        return np.array(rows, np.int64).reshape(len(rows), 2)
+
+    def filter_run(
+        self, data: bytes | memoryview, start: int, end: int, max_batch: int, now: int, delete_retention_ms: int,
+        upper_bound: int, producers: np.ndarray,
+    ) -> tuple[int, bytes, tuple[int, ...]]:
+        """The keep/drop pass and rewrite over the run of plain data batches from
+        ``data[start:end]`` (those :meth:`put_run` takes): ``(stop, output, totals)`` -- where
+        the run ended, the bytes ``filter_to`` writes for it, and its totals (batches,
+        records_read, records_retained, bytes_retained, batches_retained, batches_rewritten,
+        empty_batches, horizons_set, keyless, superseded, tombstones, max_last_offset,
+        max_offset, max_timestamp). ``producers``: int64 rows of (producer id, last data offset)
+        sorted by id, the batches that stay even when empty.
+
+        Compiled only, like :meth:`filter_batch`; the map is only read.
+        """
+        ext = native.ext
+        if ext is None:
+            raise RuntimeError("the compiled core is not in use (check native.ext first)")
+        stop, output, totals, lookups, probes = ext.filter_run(
+            self._table, data, start, end, max_batch, self._latest, now, delete_retention_ms, upper_bound, producers
+        )
+        self._lookups += lookups
+        self._probes += probes
+        return stop, output, totals
 
     def update_latest_offset(self, offset: int) -> None:
         self._latest = offset

@@ -13,19 +13,8 @@
  * that overflows int64, a header key that is not ASCII): the Python caller then re-runs the
  * batch on the pure core.
  */
-#include "native.h"
+#include "cleaner.h"
 #include <string.h>
-
-#define CELLS_PER_SLOT 3
-#define LAST_WINDOW 12     /* Kafka's hashSize - 4 */
-#define NOGIL_RECORDS 256  /* release the GIL for batches of at least this many records */
-
-typedef struct {
-    uint64_t *cells;
-    Py_ssize_t slots;
-    int64_t lookups;
-    int64_t probes;
-} kl_map;
 
 static inline uint64_t
 load_le64(const uint8_t *p)
@@ -68,8 +57,8 @@ map_find(kl_map *m, const uint8_t d[16], uint64_t *lo_out, uint64_t *hi_out, int
 }
 
 /* The table argument: a writable C-contiguous buffer of uint64 cells, three per slot. */
-static int
-get_table(PyObject *obj, Py_buffer *view, kl_map *m)
+int
+kl_cleaner_table(PyObject *obj, Py_buffer *view, kl_map *m)
 {
     if (kl_get_writable(obj, view, 8, CELLS_PER_SLOT, "table") < 0)
         return -1;
@@ -101,19 +90,6 @@ get_payload(PyObject *obj, Py_buffer *view, Py_ssize_t pos, Py_ssize_t end, int 
 
 /* ---- building the map: digest every key, then put digest -> offset ------------------------ */
 
-typedef struct {
-    uint8_t digest[16];
-    int64_t offset;
-} put_item;
-
-typedef struct {
-    const uint8_t *buf;
-    int64_t base_offset;
-    int64_t min_offset;
-    put_item *items;
-    Py_ssize_t n;
-} put_ctx;
-
 static int
 put_record(void *vctx, Py_ssize_t index, const kl_record *r)
 {
@@ -127,6 +103,45 @@ put_record(void *vctx, Py_ssize_t index, const kl_record *r)
     put_item *it = &c->items[c->n++];
     kl_md5(c->buf + r->key_pos, (size_t)r->key_len, it->digest);
     it->offset = offset;
+    return 0;
+}
+
+/* Digest every key of the batch at buf[pos:end] (nothing changes if it is malformed: -1), then
+ * put them in order: *status 0 every key put, 1 stopped at max_entries, 2 no free slot. */
+int
+kl_put_records(kl_map *m, put_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, Py_ssize_t *entries,
+            Py_ssize_t max_entries, Py_ssize_t *puts, int64_t *last, int *status, Py_ssize_t *fail_index,
+            Py_ssize_t *fail_pos)
+{
+    c->n = 0;
+    if (kl_walk_v2(c->buf, pos, end, count, put_record, c, NULL, fail_index, fail_pos) < 0)
+        return -1;
+    /* Each key's first probe, requested before any is made: a map larger than the caches costs
+     * one miss per key, and these overlap. */
+    for (Py_ssize_t i = 0; i < c->n; i++)
+        __builtin_prefetch(m->cells + (Py_ssize_t)((uint64_t)(uint32_t)get32(c->items[i].digest) % (uint64_t)m->slots) *
+                                          CELLS_PER_SLOT, 1);
+    for (Py_ssize_t i = 0; i < c->n; i++) {
+        if (*entries >= max_entries) {
+            *status = 1;
+            break;
+        }
+        uint64_t lo, hi;
+        int found;
+        Py_ssize_t cell = map_find(m, c->items[i].digest, &lo, &hi, &found);
+        if (!found) {
+            if (cell < 0 || *entries >= m->slots) {
+                *status = 2;
+                break;
+            }
+            m->cells[cell] = lo;
+            m->cells[cell + 1] = hi;
+            (*entries)++;
+        }
+        m->cells[cell + 2] = (uint64_t)c->items[i].offset;
+        *last = c->items[i].offset;
+        (*puts)++;
+    }
     return 0;
 }
 
@@ -147,7 +162,7 @@ put_v2(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOnniLLnn:put_v2", &tobj, &obj, &pos, &end, &count, &base_offset, &min_offset,
                           &entries, &max_entries))
         return NULL;
-    if (get_table(tobj, &table, &m) < 0)
+    if (kl_cleaner_table(tobj, &table, &m) < 0)
         return NULL;
     if (get_payload(obj, &view, pos, end, count, "put_v2") < 0) {
         PyBuffer_Release(&table);
@@ -163,31 +178,7 @@ put_v2(PyObject *self, PyObject *args)
     Py_ssize_t puts = 0;
     int64_t last = -1;
     PyThreadState *ts = count >= NOGIL_RECORDS ? PyEval_SaveThread() : NULL;
-    /* First every digest (nothing changes if the batch is malformed), then the puts. */
-    rc = kl_walk_v2(view.buf, pos, end, count, put_record, &c, NULL, &fail_index, &fail_pos);
-    if (rc == 0) {
-        for (Py_ssize_t i = 0; i < c.n; i++) {
-            if (entries >= max_entries) {
-                status = 1;
-                break;
-            }
-            uint64_t lo, hi;
-            int found;
-            Py_ssize_t cell = map_find(&m, c.items[i].digest, &lo, &hi, &found);
-            if (!found) {
-                if (cell < 0 || entries >= m.slots) {
-                    status = 2;
-                    break;
-                }
-                m.cells[cell] = lo;
-                m.cells[cell + 1] = hi;
-                entries++;
-            }
-            m.cells[cell + 2] = (uint64_t)c.items[i].offset;
-            last = c.items[i].offset;
-            puts++;
-        }
-    }
+    rc = kl_put_records(&m, &c, pos, end, count, &entries, max_entries, &puts, &last, &status, &fail_index, &fail_pos);
     if (ts != NULL)
         PyEval_RestoreThread(ts);
     PyMem_Free(c.items);
@@ -202,20 +193,9 @@ put_v2(PyObject *self, PyObject *args)
 
 /* ---- the keep/drop pass ---------------------------------------------------------------------- */
 
-typedef struct {
-    const uint8_t *buf;
-    kl_map *map;
-    int64_t base_offset;
-    int64_t latest;
-    int retain_deletes;
-    uint8_t *flags;
-    Py_ssize_t kept, keyless, superseded, tombstones;
-    int kept_tombstone;
-} filter_ctx;
-
 /* CleanerFilter.retain for one record of a v2 data batch. */
-static int
-filter_record(void *vctx, Py_ssize_t index, const kl_record *r)
+int
+kl_filter_record(void *vctx, Py_ssize_t index, const kl_record *r)
 {
     filter_ctx *c = vctx;
     int64_t offset;
@@ -265,7 +245,7 @@ filter_v2(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOnniLLp:filter_v2", &tobj, &obj, &pos, &end, &count, &base_offset, &latest,
                           &retain_deletes))
         return NULL;
-    if (get_table(tobj, &table, &m) < 0)
+    if (kl_cleaner_table(tobj, &table, &m) < 0)
         return NULL;
     if (get_payload(obj, &view, pos, end, count, "filter_v2") < 0) {
         PyBuffer_Release(&table);
@@ -280,11 +260,11 @@ filter_v2(PyObject *self, PyObject *args)
     filter_ctx c = {view.buf, &m, base_offset, latest, retain_deletes, (uint8_t *)PyBytes_AS_STRING(flags), 0, 0, 0, 0, 0};
     if (count >= NOGIL_RECORDS) {
         Py_BEGIN_ALLOW_THREADS
-        rc = kl_walk_v2(view.buf, pos, end, count, filter_record, &c, NULL, &fail_index, &fail_pos);
+        rc = kl_walk_v2(view.buf, pos, end, count, kl_filter_record, &c, NULL, &fail_index, &fail_pos);
         Py_END_ALLOW_THREADS
     }
     else
-        rc = kl_walk_v2(view.buf, pos, end, count, filter_record, &c, NULL, &fail_index, &fail_pos);
+        rc = kl_walk_v2(view.buf, pos, end, count, kl_filter_record, &c, NULL, &fail_index, &fail_pos);
     PyBuffer_Release(&view);
     PyBuffer_Release(&table);
     if (rc < 0) {
@@ -331,21 +311,6 @@ put_varint(uint8_t *p, uint64_t z)
     *p++ = (uint8_t)z;
     return p;
 }
-
-typedef struct {
-    kl_record r;
-    int64_t timestamp;  /* as a reader reports it */
-    Py_ssize_t body;    /* the re-encoded record's size after its length varint */
-} kept_record;
-
-typedef struct {
-    const uint8_t *buf;
-    const uint8_t *flags;
-    int64_t base_offset, base_timestamp, append_time;
-    int log_append;
-    kept_record *kept;
-    Py_ssize_t n;
-} rebuild_ctx;
 
 static int
 rebuild_record(void *vctx, Py_ssize_t index, const kl_record *r)
@@ -394,8 +359,8 @@ record_body_size(const uint8_t *buf, const kl_record *r, int64_t ts_delta)
     return n;
 }
 
-static uint8_t *
-write_record(uint8_t *out, const uint8_t *buf, const kl_record *r, int64_t ts_delta, Py_ssize_t body)
+uint8_t *
+kl_write_record(uint8_t *out, const uint8_t *buf, const kl_record *r, int64_t ts_delta, Py_ssize_t body)
 {
     out = put_varint(out, zigzag32((int32_t)body));
     *out++ = 0; /* record attributes: unused, written as 0 */
@@ -436,8 +401,8 @@ write_record(uint8_t *out, const uint8_t *buf, const kl_record *r, int64_t ts_de
 
 /* Phase one (no Python API): walk, collect the kept records, fix the new base timestamp, size
  * every record. Returns the payload size, or -1 (malformed, overflow or not ASCII). */
-static Py_ssize_t
-rebuild_plan(rebuild_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, int has_horizon, int64_t horizon,
+Py_ssize_t
+kl_rebuild_plan(rebuild_ctx *c, Py_ssize_t pos, Py_ssize_t end, int count, int has_horizon, int64_t horizon,
              int64_t *new_base, int64_t *max_ts, Py_ssize_t *fail_index, Py_ssize_t *fail_pos)
 {
     if (kl_walk_v2(c->buf, pos, end, count, rebuild_record, c, NULL, fail_index, fail_pos) < 0)
@@ -525,7 +490,7 @@ rebuild_v2(PyObject *self, PyObject *args)
     PyObject *result = NULL, *payload = NULL;
     int nogil = count >= NOGIL_RECORDS;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
-    size = rebuild_plan(&c, pos, end, count, horizon_obj != Py_None, horizon, &new_base, &max_ts, &fail_index,
+    size = kl_rebuild_plan(&c, pos, end, count, horizon_obj != Py_None, horizon, &new_base, &max_ts, &fail_index,
                         &fail_pos);
     if (nogil)
         PyEval_RestoreThread(ts);
@@ -539,7 +504,7 @@ rebuild_v2(PyObject *self, PyObject *args)
     ts = nogil ? PyEval_SaveThread() : NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(payload);
     for (Py_ssize_t i = 0; i < c.n; i++)
-        out = write_record(out, c.buf, &c.kept[i].r, c.kept[i].r.timestamp_delta, c.kept[i].body);
+        out = kl_write_record(out, c.buf, &c.kept[i].r, c.kept[i].r.timestamp_delta, c.kept[i].body);
     if (nogil)
         PyEval_RestoreThread(ts);
     /* the last kept record's offset: base + its delta (the walk's put_record check applies) */
@@ -561,9 +526,15 @@ PyMethodDef kl_cleaner_methods[] = {
     {"put_v2", put_v2, METH_VARARGS,
      "put_v2(table, buffer, pos, end, count, base_offset, min_offset, entries, max_entries)"
      " -> (entries, puts, last_put_offset, lookups, probes, status)"},
+    {"map_run", kl_map_run, METH_VARARGS,
+     "map_run(table, buffer, pos, end, max_batch, min_offset, entries, max_entries)"
+     " -> (stop, batches, records, max_last_offset, entries, puts, latest, lookups, probes, status)"},
     {"filter_v2", filter_v2, METH_VARARGS,
      "filter_v2(table, buffer, pos, end, count, base_offset, latest, retain_deletes)"
      " -> (flags, kept, kept_tombstone, keyless, superseded, tombstones, lookups, probes)"},
+    {"filter_run", kl_filter_run, METH_VARARGS,
+     "filter_run(table, buffer, pos, end, max_batch, latest, now, delete_retention_ms, upper_bound, producers)"
+     " -> (stop, output, totals, lookups, probes)"},
     {"rebuild_v2", rebuild_v2, METH_VARARGS,
      "rebuild_v2(buffer, pos, end, count, flags, base_offset, base_timestamp, append_time, horizon)"
      " -> (payload, kept, base_timestamp, max_timestamp, last_kept_offset)"},

@@ -469,6 +469,251 @@ fail:
     return NULL;
 }
 
+/* ---- a run of whole v2 batches, framed, checked and decoded here ---------------------------
+ *
+ * columns_v2_scan frames entries from a position of a buffer (a MemoryRecords) and takes the
+ * longest run of batches that need nothing but this walk: whole uncompressed non-control v2
+ * batches passing every check of DefaultRecordBatch.ensure_valid (size, CRC-32C when asked,
+ * count, lastOffsetDelta) and whose records all walk (and whose offsets and timestamps fit in
+ * int64). It stops before the first entry that is anything else, leaving that entry to the
+ * Python driver (which decompresses, decodes control batches or words the error). Its sums size
+ * the outputs: every figure is bounded by the bytes walked, never taken from a count field.
+ * columns_v2_run_fill then walks the same batches again writing each column once into its final
+ * array, batch-level columns included. Neither holds the GIL during its loop. */
+
+static void
+set_batch(columns_ctx *c, const uint8_t *b)
+{
+    c->base_offset = get64(b + BASE_OFFSET_AT);
+    c->base_ts = get64(b + BASE_TIMESTAMP_AT);
+    c->max_ts = get64(b + MAX_TIMESTAMP_AT);
+    c->log_append = (b[ATTRIBUTES_AT + 1] & TIMESTAMP_TYPE_MASK) != 0;
+}
+
+/* The counting pass's callback: columns_fn's, plus the int64 checks the filling pass makes, so
+ * that a batch the scan took always fills. */
+static int
+scan_fn(void *ctx, Py_ssize_t index, const kl_record *r)
+{
+    columns_ctx *c = ctx;
+    int64_t v;
+    if (__builtin_add_overflow(c->base_offset, (int64_t)r->offset_delta, &v))
+        return -1;
+    if (!c->log_append && __builtin_add_overflow(c->base_ts, r->timestamp_delta, &v))
+        return -1;
+    return columns_fn(ctx, index, r);
+}
+
+typedef struct {
+    Py_ssize_t stop, batches;
+} run_extent;
+
+static void
+scan_run(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, int validate,
+         int64_t max_records, columns_ctx *c, run_extent *x)
+{
+    kl_framed f;
+    Py_ssize_t fi, fp;
+    x->stop = pos;
+    x->batches = 0;
+    while (pos < end && (max_records < 0 || c->at.records < max_records)) {
+        if (kl_frame_plain_v2(buf, pos, end, max_batch, validate, CONTROL_MASK, &f) < 0)
+            break;
+        set_batch(c, buf + pos);
+        sizes before = c->at;
+        if (f.count > 0 && kl_walk_v2(buf, pos + RECORDS_AT, f.entry_end, f.count, scan_fn, c, NULL, &fi, &fp) < 0) {
+            c->at = before; /* a bad record: the batch is the Python driver's, which words it */
+            break;
+        }
+        pos = f.entry_end;
+        x->stop = pos;
+        x->batches++;
+    }
+}
+
+/* columns_v2_scan(buffer, pos, end, max_batch, validate, max_records) -> (stop, batches, records,
+ * key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes); max_records -1: no limit (else the
+ * run ends before the first batch that starts at or past it). */
+static PyObject *
+columns_v2_scan(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    long long max_batch, max_records;
+    int validate;
+    columns_ctx c;
+    run_extent x;
+
+    if (!PyArg_ParseTuple(args, "OnnLpL:columns_v2_scan", &obj, &pos, &end, &max_batch, &validate, &max_records))
+        return NULL;
+    if (kl_get_buffer(obj, &view) < 0)
+        return NULL;
+    if (pos < 0 || end < pos || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "columns_v2_scan: pos and end must lie within the buffer");
+        return NULL;
+    }
+    memset(&c, 0, sizeof(c));
+    c.buf = view.buf;
+    c.count_only = 1;
+    Py_BEGIN_ALLOW_THREADS
+    scan_run(view.buf, pos, end, max_batch, validate, max_records, &c, &x);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nnnnnnnn", x.stop, x.batches, c.at.records, c.at.key_bytes, c.at.value_bytes,
+                         c.at.headers, c.at.hkey_bytes, c.at.hvalue_bytes);
+}
+
+/* The outputs of columns_v2_run_fill, in order: name, item size, and whether it is one item per
+ * record (1), per record plus one (2), per header (3), per header plus one (4) or a data buffer
+ * (0). The first RUN_BASE are always given, the RUN_HEADERS after them only with headers. */
+#define RUN_BASE 12
+#define RUN_HEADERS 7
+static const struct {
+    const char *name;
+    Py_ssize_t item;
+    int per;
+} run_out[RUN_BASE + RUN_HEADERS] = {
+    {"offset", 8, 1}, {"timestamp", 8, 1}, {"timestamp_type", 1, 1}, {"key_offsets", 8, 2},
+    {"key_data", 1, 0}, {"key_valid", 1, 1}, {"value_offsets", 8, 2}, {"value_data", 1, 0},
+    {"value_valid", 1, 1}, {"producer_id", 8, 1}, {"partition_leader_epoch", 4, 1}, {"batch_index", 8, 1},
+    {"header_offsets", 8, 2}, {"headers_valid", 1, 1}, {"header_key_offsets", 8, 4}, {"header_key_data", 1, 0},
+    {"header_value_offsets", 8, 4}, {"header_value_data", 1, 0}, {"header_value_valid", 1, 3},
+};
+
+/* Walk `batches` batches from pos again, filling; 0, or -1 if one no longer walks or overflows
+ * an output (the buffer changed since the scan, or the outputs are short). */
+static int
+fill_run(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t batches, int64_t first_index,
+         columns_ctx *c, int8_t *ts_type, int64_t *producer_id, int32_t *epoch, int64_t *batch_index,
+         uint8_t *headers_valid)
+{
+    Py_ssize_t fi, fp;
+    for (Py_ssize_t k = 0; k < batches; k++) {
+        const uint8_t *b = buf + pos;
+        if (end - pos < RECORDS_AT)
+            return -1;
+        int64_t size = get32(b + LENGTH_AT);
+        int32_t count = get32(b + COUNT_AT);
+        if (size < RECORDS_AT - LOG_OVERHEAD || size > end - pos - LOG_OVERHEAD || count < 0)
+            return -1;
+        Py_ssize_t entry_end = pos + LOG_OVERHEAD + (Py_ssize_t)size;
+        Py_ssize_t first = c->at.records;
+        set_batch(c, b);
+        if (count > 0 && kl_walk_v2(buf, pos + RECORDS_AT, entry_end, count, columns_fn, c, NULL, &fi, &fp) < 0)
+            return -1;
+        /* The batch-level columns, repeated over its records. v2's timestamp type: 0 CreateTime,
+         * 1 LogAppendTime (the attributes' bit 3). */
+        int8_t tt = (int8_t)c->log_append;
+        int64_t pid = get64(b + PRODUCER_ID_AT);
+        int32_t ple = get32(b + LEADER_EPOCH_AT);
+        for (Py_ssize_t i = first; i < c->at.records; i++) {
+            ts_type[i] = tt;
+            producer_id[i] = pid;
+            epoch[i] = ple;
+            batch_index[i] = first_index + k;
+            if (headers_valid != NULL)
+                headers_valid[i] = c->header_off[i + 1] > c->header_off[i];
+        }
+        pos = entry_end;
+    }
+    return 0;
+}
+
+/* columns_v2_run_fill(buffer, pos, batches, first_index, outputs) -> records
+ * The second pass over the run columns_v2_scan took: `outputs` is a tuple of the RUN_BASE arrays
+ * (or RUN_BASE + RUN_HEADERS with headers) named in run_out, sized from the scan's sums. */
+static PyObject *
+columns_v2_run_fill(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *outputs;
+    Py_buffer view, v[RUN_BASE + RUN_HEADERS];
+    Py_ssize_t pos, batches, n_out, got = 0;
+    long long first_index;
+    columns_ctx c;
+    int rc;
+
+    if (!PyArg_ParseTuple(args, "OnnLO!:columns_v2_run_fill", &obj, &pos, &batches, &first_index, &PyTuple_Type,
+                          &outputs))
+        return NULL;
+    n_out = PyTuple_GET_SIZE(outputs);
+    if (n_out != RUN_BASE && n_out != RUN_BASE + RUN_HEADERS) {
+        PyErr_Format(PyExc_ValueError, "columns_v2_run_fill: %d or %d outputs, not %zd", RUN_BASE,
+                     RUN_BASE + RUN_HEADERS, n_out);
+        return NULL;
+    }
+    if (kl_get_buffer(obj, &view) < 0)
+        return NULL;
+    if (pos < 0 || pos > view.len || batches < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "columns_v2_run_fill: pos must lie within the buffer");
+        return NULL;
+    }
+    for (got = 0; got < n_out; got++)
+        if (kl_get_writable(PyTuple_GET_ITEM(outputs, got), &v[got], run_out[got].item, 0, run_out[got].name) < 0)
+            goto fail;
+    /* Capacities: the least room among the outputs of each kind. */
+    Py_ssize_t room[5] = {PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX};
+    for (Py_ssize_t k = 0; k < n_out; k++) {
+        Py_ssize_t items = v[k].len / run_out[k].item;
+        int per = run_out[k].per;
+        if (per == 2 || per == 4)
+            items -= 1;
+        if (per != 0 && items < room[per])
+            room[per] = items;
+    }
+    memset(&c, 0, sizeof(c));
+    c.buf = view.buf;
+    c.cap.records = room[1] < room[2] ? room[1] : room[2];
+    c.cap.headers = n_out == RUN_BASE ? 0 : (room[3] < room[4] ? room[3] : room[4]);
+    if (c.cap.records < 0 || c.cap.headers < 0) {
+        PyErr_SetString(PyExc_ValueError, "columns_v2_run_fill: an offsets array is empty");
+        goto fail;
+    }
+    c.offset = v[0].buf;
+    c.timestamp = v[1].buf;
+    c.key_off = v[3].buf;
+    c.key_data = v[4].buf;
+    c.key_valid = v[5].buf;
+    c.value_off = v[6].buf;
+    c.value_data = v[7].buf;
+    c.value_valid = v[8].buf;
+    c.cap.key_bytes = v[4].len;
+    c.cap.value_bytes = v[7].len;
+    c.key_off[0] = c.value_off[0] = 0;
+    uint8_t *headers_valid = NULL;
+    if (n_out > RUN_BASE) {
+        c.header_off = v[12].buf;
+        headers_valid = v[13].buf;
+        c.hkey_off = v[14].buf;
+        c.hkey_data = v[15].buf;
+        c.hvalue_off = v[16].buf;
+        c.hvalue_data = v[17].buf;
+        c.hvalue_valid = v[18].buf;
+        c.cap.hkey_bytes = v[15].len;
+        c.cap.hvalue_bytes = v[17].len;
+        c.header_off[0] = c.hkey_off[0] = c.hvalue_off[0] = 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = fill_run(view.buf, pos, view.len, batches, first_index, &c, v[2].buf, v[9].buf, v[10].buf, v[11].buf,
+                  headers_valid);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        kl_set_invalid(c.at.records, 0);
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < got; k++)
+        PyBuffer_Release(&v[k]);
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(c.at.records);
+fail:
+    for (Py_ssize_t k = 0; k < got; k++)
+        PyBuffer_Release(&v[k]);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 PyMethodDef kl_decode_methods[] = {
     {"decode_v2", decode_v2, METH_VARARGS,
      "decode_v2(buffer, pos, end, count, base_offset, base_ts, append_ts, base_seq, Record, Header) -> list"},
@@ -476,5 +721,10 @@ PyMethodDef kl_decode_methods[] = {
      "columns_v2_size(buffer, batches) -> (records, key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes)"},
     {"columns_v2_fill", columns_v2_fill, METH_VARARGS,
      "columns_v2_fill(buffer, batches, 14 output arrays or 8 and 6 None) -> (records, headers)"},
+    {"columns_v2_scan", columns_v2_scan, METH_VARARGS,
+     "columns_v2_scan(buffer, pos, end, max_batch, validate, max_records) -> (stop, batches, records, key_bytes, "
+     "value_bytes, headers, hkey_bytes, hvalue_bytes)"},
+    {"columns_v2_run_fill", columns_v2_run_fill, METH_VARARGS,
+     "columns_v2_run_fill(buffer, pos, batches, first_index, outputs) -> records"},
     {NULL, NULL, 0, NULL},
 };

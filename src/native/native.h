@@ -186,6 +186,19 @@ int kl_walk_v2(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int32_t count
 int kl_next_header(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rend,
                    Py_ssize_t *key_pos, int32_t *key_len, Py_ssize_t *value_pos, int32_t *value_len);
 
+/* A whole uncompressed v2 batch at buf[pos:end] passing every check of
+ * DefaultRecordBatch.ensure_valid but the record walk: framing (size at least the v2 overhead,
+ * at most max_batch, within `end`, magic 2), no codec, the count checks, and the CRC-32C when
+ * `validate`; none of the attribute bits in `refuse` (CONTROL_MASK, TRANSACTIONAL_MASK: batches
+ * the caller leaves to Python) may be set. 0 with *f filled, or -1: anything else (the Python
+ * side frames that entry and raises or decides). */
+typedef struct {
+    Py_ssize_t entry_end;
+    int32_t count;
+} kl_framed;
+int kl_frame_plain_v2(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, int validate, int refuse,
+                      kl_framed *f);
+
 /* ---- CRC-32C (crc32c.c): SSE4.2 where the CPU has it, else slice-by-8 ---------------------- */
 
 /* Fill the tables and pick the implementation; module init calls it once. */

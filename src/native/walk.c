@@ -135,6 +135,35 @@ bad:
     return -1;
 }
 
+int
+kl_frame_plain_v2(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, int validate, int refuse,
+                  kl_framed *f)
+{
+    const uint8_t *b = buf + pos;
+    if (end - pos < RECORDS_AT)
+        return -1;
+    int64_t size = get32(b + LENGTH_AT);
+    /* FileLogInputStream.nextBatch: a size below the v2 overhead, above the limit or beyond the
+     * bytes present is the Python framing's to reject or to end the run at. */
+    if (size < RECORDS_AT - LOG_OVERHEAD || size > max_batch || size > end - pos - LOG_OVERHEAD || b[MAGIC_AT] != 2)
+        return -1;
+    int attributes = (b[ATTRIBUTES_AT] << 8) | b[ATTRIBUTES_AT + 1];
+    if ((attributes & (CODEC_MASK | refuse)) != 0)
+        return -1; /* compressed, or a kind of batch the caller leaves to Python */
+    int32_t count = get32(b + COUNT_AT);
+    Py_ssize_t payload = (Py_ssize_t)size + LOG_OVERHEAD - RECORDS_AT;
+    /* DefaultRecordBatch's count checks: not negative, lastOffsetDelta >= count - 1, and (the
+     * payload being uncompressed) each record taking at least 7 bytes of it. */
+    if (count < 0 || (count > 0 && (int64_t)get32(b + LAST_OFFSET_DELTA_AT) < (int64_t)count - 1) ||
+        (int64_t)count * (MIN_RECORD_BODY + 1) > payload)
+        return -1;
+    if (validate && kl_crc32c(0, b + ATTRIBUTES_AT, (size_t)(size + LOG_OVERHEAD - ATTRIBUTES_AT)) != (uint32_t)get32(b + CRC_AT))
+        return -1;
+    f->entry_end = pos + LOG_OVERHEAD + (Py_ssize_t)size;
+    f->count = count;
+    return 0;
+}
+
 /* walk_v2(buffer, pos, end, count) -> (ts_delta_min, ts_delta_max, null_key, sequential)
  * record_walk.walk_records' contract; raises Invalid for malformed input. */
 static PyObject *

@@ -30,7 +30,7 @@ from kafkalog import (
 from kafkalog.cleaner import LogCleaner
 from kafkalog.cleaner_filter import CleanedTransactionMetadata, CleanerFilter
 from kafkalog.cleaner_offset_map import OffsetMap
-from kafkalog.producer_state.manager import AppendOrigin
+from kafkalog.producer_state.manager import AppendOrigin, LastRecord
 from kafkalog.recordbatch import encode_batch, encode_record
 from kafkalog.memory_records import filter_to
 
@@ -277,7 +277,7 @@ FILES = (".log", ".index", ".timeindex", ".txnindex")
 op = st.one_of(
     st.tuples(st.just("append"), st.lists(st.tuples(st.sampled_from([b"k0", b"k1", b"k2", b"k3", None]),
                                                     st.one_of(st.none(), st.binary(max_size=40))), min_size=1, max_size=8),
-              st.sampled_from(CODECS), st.integers(0, 1)),  # (rows, codec, producer: 0 none, 1 transactional)
+              st.sampled_from(CODECS), st.integers(0, 2)),  # (rows, codec, producer: 0 none, 1 transactional, 2 idempotent)
     st.tuples(st.just("end"), st.booleans()),  # end the open transaction: commit or abort
     st.tuples(st.just("roll")),
     st.tuples(st.just("tick"), st.integers(0, 300)),
@@ -294,7 +294,7 @@ class Twin:
         self.now = T0
         config = LogConfig(cleanup_policy="compact", segment_bytes=600, delete_retention_ms=100, file_delete_delay_ms=0)
         self.logs = {pure: Log.open(root / f"{'pure' if pure else 'native'}-0", config, clock=self.clock) for pure in (False, True)}
-        self.seq = 0
+        self.seqs: dict[int, int] = {}  # the next sequence of each producer
         self.open_txn = False
 
     def clock(self) -> int:
@@ -337,21 +337,24 @@ def test_random_logs_clean_to_identical_files_on_both_cores(ops) -> None:
         for step in ops:
             kind = step[0]
             if kind == "append":
-                _, rows, codec, txn = step
+                _, rows, codec, producer = step
+                txn = producer == 1
                 # A compacted topic refuses keyless records from producers: a follower's append
                 # (offsets already assigned) brings them in.
-                keyless = not txn and any(k is None for k, _ in rows)
+                keyless = not producer and any(k is None for k, _ in rows)
+                pid = {0: -1, 1: 7, 2: 8}[producer]  # 8: an idempotent producer outside transactions
                 b = RecordBatchBuilder(
-                    2, codec, producer_id=7 if txn else -1, producer_epoch=0 if txn else -1,
-                    base_sequence=twin.seq if txn else -1, is_transactional=bool(txn),
+                    2, codec, producer_id=pid, producer_epoch=0 if producer else -1,
+                    base_sequence=twin.seqs.get(pid, 0) if producer else -1, is_transactional=txn,
                     base_offset=twin.logs[False].log_end_offset if keyless else 0,
                 )  # fmt: skip
                 for i, (k, v) in enumerate(rows):
-                    k = b"k0" if k is None and txn else k
+                    k = b"k0" if k is None and producer else k
                     b.append(k, v, timestamp=twin.now + i, headers=[("h", b"%d" % i)] if i % 3 == 1 else [])
                 twin.append(b.build(), assign_offsets=not keyless)
+                if producer:
+                    twin.seqs[pid] = twin.seqs.get(pid, 0) + len(rows)
                 if txn:
-                    twin.seq += len(rows)
                     twin.open_txn = True
             elif kind == "end" and twin.open_txn:
                 kind_ = ControlRecordType.COMMIT if step[1] else ControlRecordType.ABORT
@@ -380,3 +383,146 @@ def test_random_logs_clean_to_identical_files_on_both_cores(ops) -> None:
     finally:
         twin.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- whole runs of batches: put_run and filter_run against the per-batch loops ---------------------
+
+
+def build_plain(spec, base_offset: int, producer_id: int) -> tuple[bytes, int, int]:
+    """An uncompressed v2 data batch from a spec, with a producer id: (entry, next offset, last)."""
+    entry, next_offset = build_batch({**spec, "codec": Compression.NONE}, base_offset)
+    if producer_id >= 0:
+        from kafkalog.crc import crc32c
+
+        raw = bytearray(entry)
+        raw[43:51] = producer_id.to_bytes(8, "big")
+        raw[51:53] = (0).to_bytes(2, "big")
+        raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+        entry = bytes(raw)
+    return entry, next_offset, next_offset - 1
+
+
+def _damage(data, log: bytes) -> bytes:
+    """A few hostile edits: a flipped byte (CRC mismatch), a torn tail, a control or transactional
+    flag (a batch the run must leave to Python), all with the CRC made good again but the flip."""
+    from kafkalog.crc import crc32c
+
+    raw = bytearray(log)
+    kind = data.draw(st.sampled_from(["none", "none", "flip", "tail", "control", "txn", "record"]))
+    starts, pos = [], 0
+    while pos + 12 <= len(raw):
+        starts.append(pos)
+        pos += 12 + int.from_bytes(raw[pos + 8 : pos + 12], "big")
+    at = data.draw(st.sampled_from(starts))
+    if kind == "flip":
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= 0x10
+    elif kind == "tail":
+        del raw[data.draw(st.integers(1, len(raw))) :]
+    elif kind in ("control", "txn", "record"):
+        if kind == "record":
+            raw[at + 61] = 0x7F  # the first record's length: negative
+        else:
+            raw[at + 22] |= 0x20 if kind == "control" else 0x10
+        size = int.from_bytes(raw[at + 8 : at + 12], "big")
+        raw[at + 17 : at + 21] = crc32c(bytes(raw[at + 21 : at + 12 + size])).to_bytes(4, "big")
+    return bytes(raw)
+
+
+def _pure_filter(data: bytes, m: OffsetMap, now: int, last_records: dict, upper: int):
+    """filter_to of the batches the run would take, one by one, on the pure core."""
+    f = CleanerFilter(now, 50, m, False, CleanedTransactionMetadata(), last_records, upper)
+    out = bytearray()
+    with native.use(pure=True):
+        result = filter_to(MemoryRecords(data).batches(validate=True), f, out)
+    return bytes(out), result, dict(f.removed)
+
+
+@examples(150)
+@given(specs=st.lists(st.tuples(batch_specs(), st.sampled_from([-1, -1, 4, 9])), min_size=1, max_size=5),
+       data=st.data())
+def test_filter_run_writes_what_filter_to_writes(specs, data) -> None:
+    """A run of plain data batches (LogAppendTime, offset gaps, delete horizons, tombstones,
+    keyless records, non-ASCII header keys, producers whose last batch stays, the upper bound):
+    filter_run's bytes and counts are filter_to's over the batches it took, and it stops exactly
+    before an entry it must leave to Python (damage, markers, transactions, a torn tail)."""
+    entries, offset, lasts = [], 0, {}
+    for spec, pid in specs:
+        entry, offset, last = build_plain(spec, offset, pid)
+        entries.append(entry)
+        if pid >= 0:
+            lasts[pid] = last
+    log = _damage(data, b"".join(entries))
+    mapped = data.draw(st.dictionaries(st.sampled_from([b"a", b"b", b"c", b"d", b"\x00" * 3]), st.integers(0, offset)))
+    latest = data.draw(st.integers(-1, offset + 1))
+    now = data.draw(st.sampled_from([T0 - 100, T0, T0 + 100]))
+    upper = data.draw(st.sampled_from([offset, offset + 5, 10**9]))
+    last_records = {pid: LastRecord(data.draw(st.sampled_from([last, last - 1, None])), 0) for pid, last in lasts.items()}
+
+    def fresh_map() -> OffsetMap:
+        m = OffsetMap(24 * 64)
+        for key, off in mapped.items():
+            m.put(key, off)
+        m.update_latest_offset(latest)
+        return m
+
+    m = fresh_map()
+    f = CleanerFilter(now, 50, m, False, CleanedTransactionMetadata(), last_records, upper)
+    with native.use(pure=False):
+        run = f.filter_run(log, 0, len(log), 1 << 30)
+    assert run is not None and 0 <= run.stop <= len(log)
+    want_out, want, removed = _pure_filter(log[: run.stop], fresh_map(), now, last_records, upper)
+    assert run.output == want_out
+    assert (run.batches, run.records_read, run.records_retained, run.bytes_retained, run.batches_rewritten,
+            run.empty_batches, run.horizons_set) == (
+        want.batches_read, want.records_read, want.records_retained, want.bytes_retained, want.batches_rewritten,
+        want.empty_batches, want.horizons_set)  # fmt: skip
+    assert dict(f.removed) == removed
+    if run.stop < len(log):
+        # The entry at stop is one the run does not take: filter_to alone on it raises or keeps
+        # what it keeps; the run taken again from there takes nothing.
+        with native.use(pure=False):
+            again = f.filter_run(log, run.stop, len(log), 1 << 30)
+        assert again.batches == 0 and again.stop == run.stop
+
+
+@examples(150)
+@given(specs=st.lists(st.tuples(batch_specs(), st.sampled_from([-1, 4])), min_size=1, max_size=5),
+       slots=st.integers(2, 40), load=st.sampled_from([0.5, 0.9, 1.0]), data=st.data())
+def test_put_run_puts_what_the_map_loop_puts(specs, slots, load, data) -> None:
+    """map_run over a run of plain batches: the same table, entries, latest offset and 'full'
+    as put_batch and update_latest_offset batch by batch (Cleaner._map_one's rule)."""
+    entries, offset = [], 0
+    for spec, pid in specs:
+        entry, offset, _ = build_plain(spec, offset, pid)
+        entries.append(entry)
+    log = _damage(data, b"".join(entries))
+    start = data.draw(st.integers(0, offset + 1))
+    max_entries = int(slots * load)
+    run_map = OffsetMap(24 * slots)
+    with native.use(pure=False):
+        try:
+            stop, batches, records, max_last, full = run_map.put_run(log, 0, len(log), 1 << 30, start, max_entries)
+        except OverflowError:
+            stop = None
+    loop_map = OffsetMap(24 * slots)
+    taken, n, loop_full, error = 0, 0, False, False
+    with native.use(pure=False):
+        for batch in MemoryRecords(log[: len(log) if stop is None else stop]).batches():
+            try:
+                data_, begin, end = (batch.entry(), 61, batch.size_in_bytes)
+                loop_full = loop_map.put_batch(data_, begin, end, batch.count, batch.base_offset, start, max_entries)
+            except OverflowError:
+                error = True
+                break
+            taken += 1
+            n += batch.count
+            if loop_full:
+                break
+            if batch.last_offset >= start:
+                loop_map.update_latest_offset(batch.last_offset)
+    if stop is None:
+        assert error
+        return
+    assert (batches, records, full) == (taken, n, loop_full)
+    assert run_map.size == loop_map.size and run_map.latest_offset == loop_map.latest_offset
+    assert (run_map._table == loop_map._table).all()

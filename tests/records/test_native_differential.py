@@ -329,3 +329,149 @@ def test_legacy_offsets_near_the_int64_limits():
             data = b"".join(encode_message(off, magic, None, b"v", timestamp=1 if magic else -1) for off in offsets)
             for append in (False, True):
                 check_legacy(data, magic, wrapper, append)
+
+
+# ------------------------------------------------------------------------------------------------
+# A run of whole batches in one buffer: columns_v2_scan + columns_v2_run_fill against the pure
+# per-batch driver (decode_columns on the pure core), errors included
+
+
+def _run_rows(cols) -> dict:
+    """Every array of ``cols`` as a list (None for the header columns when not decoded)."""
+    return {name: None if getattr(cols, name) is None else getattr(cols, name).tolist()
+            for name in cols.__slots__}
+
+
+def _decode_outcome(buf: bytes, *, pure: bool, **kw):
+    from kafkalog.columnar.decode import decode_columns
+
+    with native.use(pure=pure):
+        try:
+            return ("ok", _run_rows(decode_columns(MemoryRecords(buf), include_control=True, **kw)))
+        except KafkalogError as e:
+            return (type(e), e.file, e.position, str(e))
+
+
+def _batch(draw, base_offset: int) -> bytes:
+    from kafkalog import Compression, RecordBatchBuilder
+    from kafkalog.recordbatch import encode_batch
+
+    kind = draw(st.sampled_from(["plain"] * 6 + ["lz4", "control", "empty", "append-time"]))
+    if kind == "empty":  # what the cleaner keeps for a producer's state
+        return bytes(encode_batch(b"", count=0, base_offset=base_offset, last_offset_delta=3, base_timestamp=5,
+                                  max_timestamp=5, producer_id=9, producer_epoch=1))
+    if kind == "control":
+        from kafkalog import ControlRecordType
+
+        return bytes(RecordBatchBuilder.end_transaction_marker(
+            ControlRecordType.COMMIT, producer_id=4, producer_epoch=0, coordinator_epoch=1, timestamp=7,
+            base_offset=base_offset).buffer)
+    codec = Compression.LZ4 if kind == "lz4" else Compression.NONE
+    b = RecordBatchBuilder(2, base_offset=base_offset, compression=codec,
+                           log_append_time=1234 if kind == "append-time" else None,
+                           producer_id=draw(st.sampled_from([-1, 3])), partition_leader_epoch=draw(st.integers(-1, 9)))
+    for k, v, h in draw(st.lists(st.tuples(_bytes, _bytes, st.lists(_header, max_size=2)), min_size=1, max_size=6)):
+        b.append(k, v, timestamp=draw(st.integers(0, 2**40)), headers=h)
+    return bytes(b.build().buffer)
+
+
+@st.composite
+def batch_runs(draw):
+    """A run of v2 batches (mostly uncompressed, some compressed, control, empty) after a few
+    hostile edits: flipped bytes (CRC mismatches), lying size/count/lastOffsetDelta fields with
+    the CRC made good again, huge counts, torn tails."""
+    import struct
+
+    from kafkalog.crc import crc32c
+
+    parts, offset = [], 0
+    for _ in range(draw(st.integers(1, 6))):
+        part = _batch(draw, offset)
+        parts.append(part)
+        offset += 10
+    starts = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+    data = bytearray(b"".join(parts))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.sampled_from(starts))
+        kind = draw(st.sampled_from(["flip", "count", "size", "delta", "record", "tail"]))
+        if kind == "flip" and data:
+            data[draw(st.integers(0, len(data) - 1))] ^= 1 << draw(st.integers(0, 7))
+            continue
+        if kind == "tail":
+            del data[draw(st.integers(0, len(data))):]
+            continue
+        if kind == "flip" or at + 61 > len(data):
+            continue
+        if kind == "count":
+            struct.pack_into(">i", data, at + 57, draw(st.sampled_from([INT32_MAX, -1, 0, 1, 2**20, 3])))
+        elif kind == "size":
+            (size,) = struct.unpack_from(">i", data, at + 8)
+            struct.pack_into(">i", data, at + 8, max(0, size + draw(st.sampled_from([-1, 1, -7, 100, 2**30]))))
+        elif kind == "delta":
+            struct.pack_into(">i", data, at + 23, draw(st.sampled_from([-1, 0, INT32_MAX])))
+        else:
+            end = min(len(data), at + 61 + draw(st.integers(0, 40)))
+            if end > at + 61:
+                data[draw(st.integers(at + 61, end - 1))] = draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF, 0x01]))
+        (size,) = struct.unpack_from(">i", data, at + 8)
+        if 49 <= size and at + 12 + size <= len(data):  # the edit keeps a good CRC: a lying field
+            struct.pack_into(">I", data, at + 17, crc32c(bytes(data[at + 21 : at + 12 + size])))
+    return bytes(data)
+
+
+@given(buf=batch_runs(), validate=st.booleans(), headers=st.booleans(),
+       max_records=st.one_of(st.none(), st.integers(0, 20)))
+@pytest.mark.timeout_guard(300)
+@examples(300)
+def test_a_run_of_whole_batches_decodes_as_the_pure_driver_does(buf, validate, headers, max_records):
+    """decode_columns of a MemoryRecords: the compiled run (scan + fill) and the pure per-batch
+    driver give the same columns, or the same error (type, file, position, message)."""
+    kw = dict(validate=validate, include_headers=headers, max_records=max_records)
+    assert _decode_outcome(buf, pure=False, **kw) == _decode_outcome(buf, pure=True, **kw)
+
+
+@given(buf=batch_runs(), validate=st.booleans(), at=st.integers(0, 200))
+@examples(200)
+def test_the_scan_takes_only_what_the_fill_and_the_pure_driver_agree_on(buf, validate, at):
+    """columns_v2_scan's run, from any position: the fill writes exactly the sizes it summed,
+    the columns equal the pure driver's over the same bytes, and it never reads past ``end``."""
+    from kafkalog.columnar.decode import decode_columns
+
+    pos = min(at, len(buf))
+    stop, batches, n, key_bytes, value_bytes, h, hkey_bytes, hvalue_bytes = EXT.columns_v2_scan(
+        buf, pos, len(buf), 1 << 30, validate, -1
+    )
+    assert pos <= stop <= len(buf) and (batches == 0) == (stop == pos)
+    assert n * 7 <= stop - pos and key_bytes + value_bytes + hkey_bytes + hvalue_bytes <= stop - pos
+    got = columnar_fast.decode_v2_in_place(EXT, buf, pos, len(buf), 1 << 30, validate, 0, None, True)
+    if batches == 0:
+        assert got is None
+        return
+    cols, got_stop, got_batches = got
+    assert (got_stop, got_batches, len(cols), len(cols.key_data), len(cols.value_data)) == (
+        stop, batches, n, key_bytes, value_bytes)
+    with native.use(pure=True):
+        want = decode_columns(MemoryRecords(buf[pos:stop]), validate=validate)
+    assert _run_rows(cols) == _run_rows(want)
+    # The same run inside a window that ends at ``stop``: nothing past it was needed.
+    assert EXT.columns_v2_scan(buf, pos, stop, 1 << 30, validate, -1)[:2] == (stop, batches)
+
+
+def test_a_huge_declared_count_is_not_taken_nor_allocated():
+    """A batch declaring 2**31-1 records (CRC good) ends the run before it; the outputs are sized
+    by the records actually walked."""
+    import struct
+
+    from kafkalog import RecordBatchBuilder
+    from kafkalog.crc import crc32c
+
+    b = RecordBatchBuilder(2, base_offset=0)
+    b.append(b"k", b"v", timestamp=1)
+    good = bytes(b.build().buffer)
+    bad = bytearray(good)
+    struct.pack_into(">i", bad, 57, INT32_MAX)
+    struct.pack_into(">i", bad, 23, INT32_MAX)
+    struct.pack_into(">I", bad, 17, crc32c(bytes(bad[21:])))
+    buf = good + bytes(bad)
+    assert EXT.columns_v2_scan(buf, 0, len(buf), 1 << 30, True, -1) == (len(good), 1, 1, 1, 1, 0, 0, 0)
+    assert EXT.columns_v2_scan(buf, len(good), len(buf), 1 << 30, True, -1)[:3] == (len(good), 0, 0)

@@ -1710,3 +1710,50 @@ def test_read_argument_checks_and_empty_append(tmp_path) -> None:
     seg.append(MemoryRecords(b""), largest_offset=BASE, largest_timestamp=BASE_TS, offset_of_max_timestamp=BASE)
     assert seg.size == size
     seg.close()
+
+
+@pytest.mark.parametrize("fail", ["log", "offset_index", "time_index"])
+def test_append_batches_of_many_batches_leaves_nothing_when_a_write_fails(tmp_path, monkeypatch, fail) -> None:
+    """append_batches writes many batches at once: a write failing (ENOSPC) in the log or either
+    index leaves the segment as it was, and the same append then succeeds with the same files as
+    one append per batch."""
+    import errno
+
+    cfg = LogConfig(index_interval_bytes=100)
+    many = MemoryRecords(b"".join(bytes(_single(i, BASE_TS + i).buffer) for i in range(1, 6)))
+
+    def files(directory: Path) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+    want_dir, got_dir = tmp_path / "want", tmp_path / "got"
+    want_dir.mkdir()
+    got_dir.mkdir()
+    want = LogSegment.open(want_dir, 0, cfg)
+    want.append_batches(_single(0, BASE_TS))
+    for i in range(1, 6):
+        want.append_batches(_single(i, BASE_TS + i))
+    want.close()
+    seg = LogSegment.open(got_dir, 0, cfg)
+    seg.append_batches(_single(0, BASE_TS))
+    size = seg.size
+    entries = (seg.offset_index.entries, seg.time_index.entries)
+    target = {"log": seg.log, "offset_index": seg.offset_index, "time_index": seg.time_index}[fail]
+    name = "append" if fail == "log" else ("append" if fail == "offset_index" else "maybe_append")
+    real = getattr(target, name)
+    calls = []
+
+    def failing(*args, **kw):
+        calls.append(args)
+        if fail == "log" or len(calls) == 2:  # the index's second entry of this append
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(target, name, failing)
+    with pytest.raises(OSError):
+        seg.append_batches(many)
+    assert calls
+    monkeypatch.undo()
+    assert seg.size == size and (seg.offset_index.entries, seg.time_index.entries) == entries
+    seg.append_batches(many)
+    seg.close()
+    assert files(got_dir) == files(want_dir)

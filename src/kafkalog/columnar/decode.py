@@ -5,10 +5,14 @@ object per record. :func:`decode_columns` returns a :class:`RecordColumns` (the 
 :mod:`kafkalog.columnar.columns`); its :meth:`~RecordColumns.to_arrow` hands the same buffers to
 pyarrow (:mod:`kafkalog.columnar.arrow`).
 
-This module is the driver. From a ``MemoryRecords``, entries are framed in a tight loop and the
-headers of up to 2 MiB of entries parsed and checked (counts, codec, control flag; the CRC one
-call per batch) with numpy at once, without a batch object; uncompressed payloads are then read
-in place in the buffer, not copied. Otherwise (and for compressed payloads) the payloads of
+This module is the driver. From a ``MemoryRecords`` on the compiled core, each run of whole
+uncompressed non-control v2 batches is decoded by two compiled calls
+(:func:`kafkalog.columnar.fast.decode_v2_in_place`: framed, CRC-checked and walked in C, every
+column written once into its final array; no per-batch Python, no concatenation). Other entries
+(and every entry on the pure core) are framed in a tight loop and the headers of up to 2 MiB of
+entries parsed and checked (counts, codec, control flag; the CRC one call per batch) with numpy
+at once, without a batch object; uncompressed payloads are then read in place in the buffer,
+not copied. Otherwise (and for compressed payloads) the payloads of
 consecutive v2 batches (decompressed where needed) are joined into one buffer. Each run goes to
 :mod:`kafkalog.columnar.fast` (the record walk keeping columns: compiled, or pure Python); when
 a record fails a check, the whole run is decoded again batch by batch through the Record
@@ -32,11 +36,12 @@ from typing import Any
 import numpy as np
 
 from .. import crc as _crc
+from .. import native
 
 # RecordColumns and the Arrow names, importable here too (the package facade exports them).
 from .arrow import COLUMNS, DEFAULT_ARROW_COLUMNS, arrow_schema, arrow_type  # noqa: F401
 from .columns import EMPTY_U8, RecordColumns, from_batch_records
-from .fast import UsePlainPath, decode_v2_run
+from .fast import UsePlainPath, decode_v2_in_place, decode_v2_run
 from ..compression import Compression, decompressor
 from ..errors import KafkalogError
 from ..legacy_record import LegacyRecordBatch
@@ -282,9 +287,22 @@ class _Decoder:
         end = len(view)
         pos = index = total = 0
         error: KafkalogError | None = None
+        ext = native.ext
         try:
             while pos < end and (max_records is None or total < max_records):
-                positions, stop = _frame_v2(buf, pos, end, max_batch)
+                if ext is not None:
+                    # Whole uncompressed v2 batches: one compiled scan and fill for the run.
+                    run = decode_v2_in_place(ext, buf, pos, end, max_batch, validate, index,
+                                             None if max_records is None else max_records - total,
+                                             self.include_headers)
+                    if run is not None:
+                        piece, pos, batches = run
+                        self.flush()  # what was queued before it comes first
+                        self.pieces.append(piece)
+                        index += batches
+                        total += len(piece)
+                        continue
+                positions, stop = _frame_v2(buf, pos, end, max_batch, ext is not None)
                 if positions:
                     pos, index, total = self.add_chunk(positions, stop, validate, index, total, max_records)
                     continue
@@ -390,10 +408,12 @@ _MIN_V2_SIZE_FIELD = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _decompressors = {int(c): decompressor(c, MAGIC_V2) for c in Compression if c is not Compression.NONE}
 
 
-def _frame_v2(buf: Any, pos: int, end: int, max_batch: int) -> tuple[list[int], int]:
+def _frame_v2(buf: Any, pos: int, end: int, max_batch: int, compiled: bool) -> tuple[list[int], int]:
     """Frame whole v2 entries from ``pos``, up to about :data:`_FRAME_CHUNK_BYTES`: their
     positions, and where framing stopped (the end of the last, or the first entry that is not
-    plainly a whole v2 batch: that one is framed by ``frame_entry``, which raises or stops)."""
+    plainly a whole v2 batch: that one is framed by ``frame_entry``, which raises or stops).
+    ``compiled``: also stop at an uncompressed batch after the first (the compiled run takes it).
+    """
     positions: list[int] = []
     append = positions.append
     unpack = _SIZE_FIELD.unpack_from
@@ -403,6 +423,8 @@ def _frame_v2(buf: Any, pos: int, end: int, max_batch: int) -> tuple[list[int], 
             break
         (size,) = unpack(buf, pos + LENGTH_OFFSET)
         if size < _MIN_V2_SIZE_FIELD or size > max_batch or buf[pos + MAGIC_OFFSET] != MAGIC_V2 or size > end - pos - LOG_OVERHEAD:
+            break
+        if compiled and positions and buf[pos + ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK == 0:
             break
         append(pos)
         pos += size + LOG_OVERHEAD

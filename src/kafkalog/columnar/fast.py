@@ -1,5 +1,12 @@
 """Columnar decoding of a run of v2 batches: the record walk's columns, gathered with numpy.
 
+:func:`decode_v2_in_place` takes whole uncompressed v2 batches straight from a ``MemoryRecords``
+buffer on the compiled core: ``_native.columns_v2_scan`` frames them, checks each as
+``ensure_valid`` does (CRC-32C included) and walks every record, summing the sizes of the
+columns; ``columns_v2_run_fill`` walks them again writing every column -- batch-level ones
+(timestamp type, producer id, leader epoch, batch index) included -- once into arrays allocated
+here. The per-batch driver (:mod:`kafkalog.columnar.decode`) is its plain twin.
+
 The payloads of consecutive non-control v2 batches lie in one buffer (joined, or in place in a
 ``MemoryRecords``). The records are walked once, by the compiled core when it is in use
 (``_native.columns_v2_size`` then ``columns_v2_fill``: every record checked, offsets,
@@ -93,6 +100,56 @@ def decode_v2_run(
         for name in _HEADER_COLUMNS:
             columns[name] = None
     return RecordColumns(**columns)
+
+
+# The outputs of _native.columns_v2_run_fill, in its order: (name, dtype, length), the length
+# counted in records (n), headers (h), or a data buffer's bytes.
+_RUN_OUTPUTS = (
+    ("offset", np.int64, "n"), ("timestamp", np.int64, "n"), ("timestamp_type", np.int8, "n"),
+    ("key_offsets", np.int64, "n+1"), ("key_data", np.uint8, "key_bytes"), ("key_valid", bool, "n"),
+    ("value_offsets", np.int64, "n+1"), ("value_data", np.uint8, "value_bytes"), ("value_valid", bool, "n"),
+    ("producer_id", np.int64, "n"), ("partition_leader_epoch", np.int32, "n"), ("batch_index", np.int64, "n"),
+)
+_RUN_HEADER_OUTPUTS = (
+    ("header_offsets", np.int64, "n+1"), ("headers_valid", bool, "n"), ("header_key_offsets", np.int64, "h+1"),
+    ("header_key_data", np.uint8, "hkey_bytes"), ("header_value_offsets", np.int64, "h+1"),
+    ("header_value_data", np.uint8, "hvalue_bytes"), ("header_value_valid", bool, "h"),
+)
+
+
+def decode_v2_in_place(
+    ext: Any, buf: Any, pos: int, end: int, max_batch: int, validate: bool, first_index: int,
+    max_records: int | None, include_headers: bool,
+) -> tuple[RecordColumns, int, int] | None:
+    """The longest run of whole, uncompressed, non-control v2 batches of ``buf[pos:end]`` that
+    pass every check (CRC-32C too when ``validate``), decoded by the compiled core in two calls:
+    a scan that frames, checks and walks them, summing the sizes of the columns, then a fill that
+    writes every column once into arrays allocated here from those sums (no per-batch Python, no
+    concatenation). Returns (columns, where the run stopped, batches taken), or None when the
+    entry at ``pos`` is not such a batch (the caller's per-batch path then takes it, and raises
+    what is wrong with it). The arrays are sized by what the scan walked, never by a count field.
+    """
+    limit = -1 if max_records is None else max_records
+    stop, batches, n, key_bytes, value_bytes, h, hkey_bytes, hvalue_bytes = ext.columns_v2_scan(
+        buf, pos, end, max_batch, validate, limit
+    )
+    if batches == 0:
+        return None
+    sizes = {"n": n, "n+1": n + 1, "h": h, "h+1": h + 1, "key_bytes": key_bytes, "value_bytes": value_bytes,
+             "hkey_bytes": hkey_bytes, "hvalue_bytes": hvalue_bytes}
+    wanted = _RUN_OUTPUTS + _RUN_HEADER_OUTPUTS if include_headers else _RUN_OUTPUTS
+    c: dict[str, Any] = {name: np.empty(sizes[size], dtype) for name, dtype, size in wanted}
+    try:
+        ext.columns_v2_run_fill(buf, pos, batches, first_index, tuple(c[name] for name, _, _ in wanted))
+    except native.Invalid:
+        return None  # the buffer changed under the two passes: the per-batch path decides
+    c["is_control"] = np.zeros(n, bool)
+    if include_headers:
+        c["header_key_offsets"], c["header_key_data"] = _utf8_keys(c["header_key_offsets"], c["header_key_data"])
+    else:
+        for name in _HEADER_COLUMNS:
+            c[name] = None
+    return RecordColumns(**c), stop, batches
 
 
 def _compiled(ext: Any, data: Any, starts: list[int], ends: list[int], fields: list[tuple[int, ...]],
