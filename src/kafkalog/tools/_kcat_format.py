@@ -1,0 +1,481 @@
+"""kcat's output, byte for byte: its ``-f`` format string, its ``-D``/``-K`` delimiters, ``-Z``
+and its ``-J`` JSON envelope (kcat 1.7, ``format.c`` and ``json.c``).
+
+Format tokens (``fmt_parse``): ``%s`` value, ``%S`` value size (-1 for null), ``%R`` the same
+as a 4-byte big-endian integer, ``%k`` key, ``%K`` key size (-1 for null), ``%t`` topic, ``%p``
+partition, ``%o`` offset, ``%T`` timestamp (ms; -1 when the message has none), ``%h`` headers
+(``n=v,n=v``; a null value ``NULL``, an empty one nothing), ``%%`` a percent sign; any other
+``%x`` is an error. The text between tokens takes kcat's backslash escapes: ``\\n``, ``\\r``,
+``\\t``, ``\\xHH`` (hex digits, as many as ``strtoul`` reads, the last byte kept), ``\\NNN``
+(decimal, octal with a leading 0, hex with 0x -- ``strtoul`` with base 0), any other
+``\\c`` is ``c``; a NUL made this way ends that piece of text (kcat keeps it as a C string).
+
+An empty key or value prints as nothing, like a null one, and as ``-Z``'s ``NULL`` when given
+(kcat tests the length). The default format is ``%s`` plus the ``-D`` delimiter (a newline),
+with ``-K DELIM`` ``%k DELIM %s``; kcat builds that string in a 64-byte buffer and parses it as
+a format, so a ``%`` in a delimiter is a token there too, as here.
+
+``-J`` writes one JSON object per record, as yajl generates it (no spaces; ``"``, ``\\``,
+``\\b \\f \\n \\r \\t`` escaped, other bytes below 0x20 as ``\\u00XX``, every other byte --
+invalid UTF-8 included -- written as it is), followed by the format's first piece when it is
+text (the ``-D`` delimiter by default):
+``{"topic":..,"partition":..,"offset":..,"tstype":"create"|"logappend","ts":..,"broker":-1,
+"headers":["name","value",..],"key":..,"payload":..}`` -- ``tstype``/``ts`` only when the
+message has a timestamp (not magic 0), ``headers`` only when it has headers, a decoded key or
+value (``-s``) embedded as JSON with ``key_schema_id``/``value_schema_id`` after it when the
+bytes carry a Schema Registry id, or ``null`` and ``key_error``/``payload_error`` when they do
+not decode. ``broker`` is -1: no broker served the record.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import json
+import re
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from itertools import chain, repeat
+from typing import Any
+
+import numpy as np
+
+from ..columnar import RecordColumns
+
+
+class KcatFormatError(ValueError):
+    """A format string or a delimiter kcat would refuse (its message, as kcat words it)."""
+
+
+class Token(enum.Enum):
+    """The pieces of a parsed format (kcat's ``fmt_type_t``)."""
+
+    STR = "str"
+    OFFSET = "o"
+    KEY = "k"
+    KEY_LEN = "K"
+    PAYLOAD = "s"
+    PAYLOAD_LEN = "S"
+    PAYLOAD_LEN_BINARY = "R"
+    TOPIC = "t"
+    PARTITION = "p"
+    TIMESTAMP = "T"
+    HEADERS = "h"
+
+
+_TOKENS = {t.value: t for t in Token if t is not Token.STR}
+#: kcat's ``tmp_fmt`` buffer: the default format is cut to 63 bytes.
+_TMP_FMT_SIZE = 64
+_ULONG_MAX = (1 << 64) - 1
+_INT32 = struct.Struct(">i")
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def strtoul(s: bytes, i: int, base: int) -> tuple[int, int]:
+    """C's ``strtoul(s + i, &end, base)`` over bytes: (value, end index); ``end == i`` when no
+    digits were read. Leading white space and a sign are taken; base 0 picks 16 (``0x``), 8
+    (a leading ``0``) or 10; base 16 takes an optional ``0x``; overflow gives ULONG_MAX."""
+    j, n = i, len(s)
+    while j < n and s[j] in b" \t\n\v\f\r":
+        j += 1
+    negative = False
+    if j < n and s[j] in b"+-":
+        negative = s[j] == 0x2D
+        j += 1
+    if base in (0, 16) and j + 1 < n and s[j] == 0x30 and s[j + 1] in b"xX" and j + 2 < n and s[j + 2] in _HEX:
+        j += 2
+        base = 16
+    elif base == 0:
+        base = 8 if j < n and s[j] == 0x30 else 10
+    start = j
+    value = 0
+    while j < n:
+        c = s[j]
+        digit = c - 0x30 if 0x30 <= c <= 0x39 else (c | 0x20) - 0x57 if 0x61 <= (c | 0x20) <= 0x7A else 99
+        if digit >= base:
+            break
+        value = value * base + digit
+        j += 1
+    if j == start:
+        return 0, i
+    if value > _ULONG_MAX:
+        return _ULONG_MAX, j
+    return (-value) & _ULONG_MAX if negative else value, j
+
+
+def unescape(text: bytes) -> bytes:
+    """The text piece of a format with kcat's backslash escapes converted (``fmt_add``)."""
+    out = bytearray()
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == 0x5C and i + 1 < n:
+            i += 1
+            c = text[i]
+            base = 0
+            if c == 0x74:  # \t
+                out.append(0x09)
+            elif c == 0x6E:  # \n
+                out.append(0x0A)
+            elif c == 0x72:  # \r
+                out.append(0x0D)
+            else:
+                if c == 0x78:  # \x: a hex number follows (kcat then reads from the next byte)
+                    i += 1
+                    base = 16
+                    c = text[i] if i < n else 0
+                if 0x30 <= c <= 0x39:
+                    value, end = strtoul(text, i, base)
+                    out.append(value & 0xFF)
+                    if end > i:
+                        i = end - 1
+                elif i < n:
+                    out.append(c)
+                else:  # "\x" at the very end: kcat copies the string's terminating NUL
+                    out.append(0)
+        else:
+            out.append(c)
+        i += 1
+    nul = out.find(0)
+    return bytes(out if nul < 0 else out[:nul])  # kcat keeps the piece as a C string
+
+
+def parse_format(fmt: bytes) -> list[tuple[Token, bytes]]:
+    """kcat's ``fmt_parse``: the format as (token, text) pieces (text only for ``STR``).
+
+    Raises:
+        KcatFormatError: ``Empty formatter`` (a ``%`` at the end) or ``Unsupported formatter: %x``.
+    """
+    out: list[tuple[Token, bytes]] = []
+    i, n = 0, len(fmt)
+    while i < n:
+        t = fmt.find(b"%", i)
+        if t < 0:
+            out.append((Token.STR, unescape(fmt[i:])))
+            break
+        if t > i:
+            out.append((Token.STR, unescape(fmt[i:t])))
+        if t + 1 >= n:
+            raise KcatFormatError("Empty formatter")
+        c = fmt[t + 1:t + 2]
+        if c == b"%":
+            out.append((Token.STR, b"%"))
+        elif c.decode("latin-1") in _TOKENS:
+            out.append((_TOKENS[c.decode("latin-1")], b""))
+        else:
+            raise KcatFormatError(f"Unsupported formatter: %{c.decode('latin-1')}")
+        i = t + 2
+    return out
+
+
+def parse_delim(text: bytes) -> bytes:
+    """kcat's ``parse_delim`` for ``-D`` and ``-K``: ``\\n``, ``\\t`` and ``\\xHH`` replaced,
+    repeatedly, first of each kind first.
+
+    Raises:
+        KcatFormatError: ``\\x`` without a hex number.
+    """
+    s = bytearray(text)
+    while True:
+        t = s.find(b"\\n")
+        if t >= 0:
+            s[t:t + 2] = b"\n"
+            continue
+        t = s.find(b"\\t")
+        if t >= 0:
+            s[t:t + 2] = b"\t"
+            continue
+        t = s.find(b"\\x")
+        if t < 0:
+            break
+        value, end = strtoul(bytes(s), t + 2, 16)
+        if end == t + 2:
+            raise KcatFormatError(f"Delimiter {bytes(s[t:]).decode('latin-1')} expects hex number")
+        s[t:end] = bytes([value & 0xFF])
+    nul = s.find(0)
+    return bytes(s if nul < 0 else s[:nul])
+
+
+def default_format(delim: bytes, key_delim: bytes | None) -> bytes:
+    """The format kcat builds without ``-f``: ``%s<delim>``, or ``%k<key delim>%s<delim>``
+    (``snprintf`` into 64 bytes)."""
+    fmt = b"%k" + key_delim + b"%s" + delim if key_delim is not None else b"%s" + delim
+    return fmt[:_TMP_FMT_SIZE - 1]
+
+
+# -- JSON as yajl writes it -----------------------------------------------------------------------
+
+_YAJL_ESCAPES = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
+_YAJL_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
+
+
+def _yajl_escape_byte(m: re.Match[bytes]) -> bytes:
+    c = m.group()[0]
+    return _YAJL_ESCAPES.get(c) or b"\\u00%02X" % c
+
+
+def yajl_string(data: bytes) -> bytes:
+    """``data`` as yajl's ``yajl_gen_string`` writes it (no UTF-8 validation)."""
+    return b'"' + _YAJL_SPECIAL.sub(_yajl_escape_byte, data) + b'"'
+
+
+def _json_default(obj: Any) -> Any:
+    """What a decoded value may hold that ``json`` does not know: bytes as Avro's JSON
+    encoding spells them (one code point per byte), decimals, times and UUIDs as text."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj).decode("latin-1")
+    if isinstance(obj, decimal.Decimal):
+        return str(obj)
+    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
+        return obj.isoformat()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def decoded_json(obj: Any) -> bytes:
+    """A decoded key or value as compact JSON (UTF-8)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode("utf-8", "surrogateescape")
+
+
+def decoded_text(obj: Any) -> bytes:
+    """A decoded key or value as ``%k``/``%s`` print it: text as UTF-8, bytes as they are,
+    anything else (a record) as compact JSON."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "surrogateescape")
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj)
+    return decoded_json(obj)
+
+
+def schema_id(data: bytes | None) -> int | None:
+    """The Schema Registry id in Confluent's wire format (a zero magic byte, then 4 bytes)."""
+    if data is None or len(data) < 5 or data[0] != 0:
+        return None
+    return _INT32.unpack_from(data, 1)[0]
+
+
+# -- one record ------------------------------------------------------------------------------------
+
+#: A decoder: bytes -> decoded object (raises on bad bytes); None: the bytes as they are.
+Decode = Callable[[bytes], Any] | None
+
+
+class DecodeFailure(Exception):
+    """A key or value that did not decode; ``what`` is kcat's wording of the step."""
+
+    def __init__(self, what: str, error: BaseException) -> None:
+        super().__init__(f"{what}: {error}")
+        self.what = what
+        self.error = error
+
+
+class KcatOutput:
+    """Renders records as kcat prints them (see the module docstring).
+
+    Args:
+        fmt: the parsed format (:func:`parse_format`).
+        json_envelope: ``-J``.
+        null_str: ``-Z``'s ``NULL`` (None: nulls print as nothing).
+        key_decoder, value_decoder: ``-s`` decoders (None: bytes as they are).
+    """
+
+    def __init__(self, fmt: Sequence[tuple[Token, bytes]], *, json_envelope: bool = False,
+                 null_str: bytes | None = None, key_decoder: Decode = None, value_decoder: Decode = None) -> None:
+        self.fmt = list(fmt)
+        self.json = json_envelope
+        self.null_str = null_str
+        self.key_decoder = key_decoder
+        self.value_decoder = value_decoder
+        # -J: the object is followed by the format's first piece when it is text (kcat's fmt[0].str)
+        self.json_trailer = self.fmt[0][1] if self.fmt and self.fmt[0][0] is Token.STR else b""
+        tokens = {t for t, _ in self.fmt}
+        self.columnar = not json_envelope and key_decoder is None and value_decoder is None
+        self.needs_headers = json_envelope or Token.HEADERS in tokens
+
+    # -- many records at once (no Python object per record where the format allows) ---------------
+
+    def render_columns(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes, list[tuple[int, str]]]:
+        """The output of every record of ``c`` and the (offset, message) of each decode failure."""
+        n = len(c)
+        if n == 0:
+            return b"", []
+        if not self.columnar:
+            return self._render_each(topic, partition, c)
+        pieces: list[Any] = []
+        lists: dict[str, list] = {}
+
+        def binary(name: str) -> list[bytes]:
+            if name not in lists:
+                offsets, data = getattr(c, f"{name}_offsets").tolist(), getattr(c, f"{name}_data").tobytes()
+                items = [data[a:b] for a, b in zip(offsets, offsets[1:])]
+                if self.null_str is not None:  # kcat: an empty or null key/value prints -Z's string
+                    items = [v or self.null_str for v in items]
+                lists[name] = items
+            return lists[name]
+
+        for token, text in self.fmt:
+            if token is Token.STR:
+                pieces.append(repeat(text, n))
+            elif token is Token.PAYLOAD:
+                pieces.append(binary("value"))
+            elif token is Token.KEY:
+                pieces.append(binary("key"))
+            elif token in (Token.PAYLOAD_LEN, Token.KEY_LEN, Token.PAYLOAD_LEN_BINARY):
+                side = "key" if token is Token.KEY_LEN else "value"
+                offsets = getattr(c, f"{side}_offsets")
+                lengths = np.where(getattr(c, f"{side}_valid"), np.diff(offsets), -1).tolist()
+                pieces.append(list(map((_INT32.pack if token is Token.PAYLOAD_LEN_BINARY else b"%d".__mod__), lengths)))
+            elif token is Token.OFFSET:
+                pieces.append(list(map(b"%d".__mod__, c.offset.tolist())))
+            elif token is Token.TIMESTAMP:
+                pieces.append(list(map(b"%d".__mod__, c.timestamp.tolist())))
+            elif token is Token.TOPIC:
+                pieces.append(repeat(topic.encode("utf-8"), n))
+            elif token is Token.PARTITION:
+                pieces.append(repeat(b"%d" % partition, n))
+            else:  # HEADERS
+                pieces.append(_header_texts(c))
+        if len(pieces) == 1:
+            first = pieces[0]
+            return b"".join(first if not isinstance(first, repeat) else list(first)), []
+        return b"".join(chain.from_iterable(zip(*pieces))), []
+
+    def _render_each(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes, list[tuple[int, str]]]:
+        keys = _binary_list(c, "key")
+        values = _binary_list(c, "value")
+        headers = _header_lists(c) if self.needs_headers else None
+        offsets, timestamps, types = c.offset.tolist(), c.timestamp.tolist(), c.timestamp_type.tolist()
+        out: list[bytes] = []
+        failures: list[tuple[int, str]] = []
+        for i in range(len(offsets)):
+            hs = headers[i] if headers is not None else None
+            if self.json:
+                data, errors = self.json_record(topic, partition, offsets[i], timestamps[i], types[i], hs, keys[i], values[i])
+            else:
+                data, errors = self.text_record(topic, partition, offsets[i], timestamps[i], hs, keys[i], values[i])
+            out.append(data)
+            failures.extend((offsets[i], e) for e in errors)
+        return b"".join(out), failures
+
+    # -- one record ---------------------------------------------------------------------------------
+
+    def _side(self, decoder: Decode, data: bytes, what: str) -> bytes:
+        if decoder is None:
+            return data
+        try:
+            return decoded_text(decoder(data))
+        except Exception as e:  # noqa: BLE001 - any decoder's failure is the record's, reported
+            raise DecodeFailure(what, e) from e
+
+    def text_record(self, topic: str, partition: int, offset: int, timestamp: int,
+                    headers: list[tuple[bytes, bytes | None]] | None, key: bytes | None,
+                    value: bytes | None) -> tuple[bytes, list[str]]:
+        """One record through the format (``fmt_msg_output_str``); a piece that fails to
+        decode ends the record's output there, as in kcat, and is reported."""
+        out = bytearray()
+        for token, text in self.fmt:
+            try:
+                if token is Token.STR:
+                    out += text
+                elif token is Token.PAYLOAD or token is Token.KEY:
+                    data = value if token is Token.PAYLOAD else key
+                    if data:  # kcat: a non-empty key or value; else -Z's string
+                        decoder = self.value_decoder if token is Token.PAYLOAD else self.key_decoder
+                        what = "message deserialization" if token is Token.PAYLOAD else "key deserialization"
+                        out += self._side(decoder, data, what)
+                    elif self.null_str is not None:
+                        out += self.null_str
+                elif token is Token.PAYLOAD_LEN:
+                    out += b"%d" % (len(value) if value is not None else -1)
+                elif token is Token.KEY_LEN:
+                    out += b"%d" % (len(key) if key is not None else -1)
+                elif token is Token.PAYLOAD_LEN_BINARY:
+                    out += _INT32.pack(len(value) if value is not None else -1)
+                elif token is Token.OFFSET:
+                    out += b"%d" % offset
+                elif token is Token.TIMESTAMP:
+                    out += b"%d" % timestamp
+                elif token is Token.TOPIC:
+                    out += topic.encode("utf-8")
+                elif token is Token.PARTITION:
+                    out += b"%d" % partition
+                elif headers:
+                    out += _header_text(headers)
+            except DecodeFailure as e:
+                return bytes(out), [f"Failed to format message in {topic} [{partition}] at offset {offset}: {e}"]
+        return bytes(out), []
+
+    def json_record(self, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: int,
+                    headers: list[tuple[bytes, bytes | None]] | None, key: bytes | None,
+                    value: bytes | None) -> tuple[bytes, list[str]]:
+        """One record's JSON envelope (``fmt_msg_output_json``) and its trailer."""
+        parts = [b'{"topic":', yajl_string(topic.encode("utf-8")), b',"partition":%d,"offset":%d' % (partition, offset)]
+        if timestamp_type >= 0:  # magic 0: no timestamp type, no timestamp
+            parts.append(b',"tstype":"%s","ts":%d' % (b"create" if timestamp_type == 0 else b"logappend", timestamp))
+        parts.append(b',"broker":-1')
+        if headers:
+            items = [yajl_string(name) + b"," + (yajl_string(v) if v is not None else b"null") for name, v in headers]
+            parts.append(b',"headers":[' + b",".join(items) + b"]")
+        errors: list[str] = []
+        for name, data, decoder, label, id_name in (
+            (b"key", key, self.key_decoder, "key", b"key_schema_id"),
+            (b"payload", value, self.value_decoder, "value", b"value_schema_id"),
+        ):
+            parts.append(b',"' + name + b'":')
+            if data is None:
+                parts.append(b"null")
+            elif decoder is None:
+                parts.append(yajl_string(data))
+            else:
+                try:
+                    obj = decoder(data)
+                except Exception as e:  # noqa: BLE001 - any decoder's failure is the record's, reported
+                    errors.append(f"Failed to deserialize {label} in message in {topic} [{partition}] at offset {offset}: {e}")
+                    parts.append(b'null,"' + name + b'_error":' + yajl_string(str(e).encode("utf-8", "replace")))
+                    continue
+                if isinstance(obj, (bytes, bytearray, memoryview)):
+                    parts.append(yajl_string(bytes(obj)))
+                else:
+                    parts.append(decoded_json(obj))
+                sid = schema_id(data)
+                if sid is not None:
+                    parts.append(b',"' + id_name + b'":%d' % sid)
+        parts.append(b"}")
+        parts.append(self.json_trailer)
+        return b"".join(parts), errors
+
+
+def _binary_list(c: RecordColumns, side: str) -> list[bytes | None]:
+    offsets, data = getattr(c, f"{side}_offsets").tolist(), getattr(c, f"{side}_data").tobytes()
+    valid = getattr(c, f"{side}_valid").tolist()
+    return [data[a:b] if ok else None for a, b, ok in zip(offsets, offsets[1:], valid)]
+
+
+def _header_lists(c: RecordColumns) -> list[list[tuple[bytes, bytes | None]] | None]:
+    """Each record's headers as (name, value) bytes, None when it has none."""
+    if c.header_offsets is None:
+        return [None] * len(c)
+    runs, valid = c.header_offsets.tolist(), c.headers_valid.tolist()
+    ko, kd = c.header_key_offsets.tolist(), c.header_key_data.tobytes()
+    vo, vd, vv = c.header_value_offsets.tolist(), c.header_value_data.tobytes(), c.header_value_valid.tolist()
+    out: list[list[tuple[bytes, bytes | None]] | None] = []
+    for i in range(len(valid)):
+        if not valid[i] or runs[i] == runs[i + 1]:
+            out.append(None)
+            continue
+        out.append([(kd[ko[h]:ko[h + 1]], vd[vo[h]:vo[h + 1]] if vv[h] else None) for h in range(runs[i], runs[i + 1])])
+    return out
+
+
+def _header_text(headers: list[tuple[bytes, bytes | None]]) -> bytes:
+    """kcat's ``print_headers``: ``name=value`` joined by commas; a null value ``NULL``."""
+    return b",".join(name + b"=" + (b"NULL" if v is None else v) for name, v in headers)
+
+
+def _header_texts(c: RecordColumns) -> list[bytes]:
+    return [_header_text(h) if h else b"" for h in _header_lists(c)]
