@@ -23,7 +23,7 @@ from ._commands import (
     _run_verify,
 )
 from ._compact import _run_compact
-from ._consume import add_consume_parser, run_consume
+from ._consume import add_consume_parser, getopt_values, run_consume
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
     _OLD_DECODER_PACKAGE,
@@ -474,7 +474,7 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         elif args.command == "groups":
             _run_groups(tool)
         elif args.command == "consume":
-            run_consume(tool, args._parser)
+            tool.guarded(lambda: run_consume(tool, args._parser))
     except SystemExit as e:  # a usage error found after parsing (--config)
         return e.code if isinstance(e.code, int) else 2
     return tool.status
@@ -534,6 +534,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         from ..broker import main as broker_main
 
         return broker_main(argv[1:])
+    if argv and argv[0] == "consume":
+        argv = ["consume", *getopt_values(argv[1:])]
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

@@ -35,6 +35,8 @@ from ..partition_view import PartitionView
 from ..record import MAGIC_V2, RecordBatch
 from ..remote import DEFAULT_BLOCK_SIZE
 from ..resync import BAD_BATCH_ERRORS
+from ..errors import SchemaError
+from ..schema_registry import FORMATS, make_decoder, open_schema_store
 from ..transaction_tracker import AbortedFilter
 from ._kcat_format import Decode, KcatFormatError, KcatOutput, default_format, parse_delim, parse_format
 from ._tool import _Tool
@@ -67,13 +69,37 @@ def parse_offset_args(values: list[str] | None) -> tuple[StartSpec, int | None]:
         elif text == "stored":
             start = StartSpec(_STORED)
         elif text.startswith("s@"):
-            start = StartSpec("timestamp", _strtoll(text[2:]))
+            # kcat tests the timestamps for non-zero: s@0 is no start time (the default start),
+            # e@0 no stop time
+            ts = _strtoll(text[2:])
+            if ts:
+                start = StartSpec("timestamp", ts)
         elif text.startswith("e@"):
-            stop = _strtoll(text[2:])
+            stop = _strtoll(text[2:]) or None
         else:
             value = _strtoll(text)
             start = StartSpec("tail", -value) if value < 0 else StartSpec("offset", value)
     return start, stop
+
+
+#: The options whose value getopt takes from the next argument whatever it looks like
+#: (``-D --``, ``-o -3``); argparse would read a leading dash as an option.
+_VALUED = frozenset({"-t", "-p", "-o", "-c", "-f", "-D", "-K", "-s", "-r", "-G"})
+
+
+def getopt_values(argv: list[str]) -> list[str]:
+    """``argv`` with each short option's value attached (``-D --`` as ``-D--``), as kcat's
+    getopt reads them."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in _VALUED and i + 1 < len(argv):
+            out.append(argv[i] + argv[i + 1])
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def _strtoll(text: str) -> int:
@@ -326,31 +352,34 @@ class _Reader:
 # -- the command -----------------------------------------------------------------------------------
 
 
-def _decoders(a: argparse.Namespace, root: Location, parser: argparse.ArgumentParser) -> tuple[Decode, Decode, bool]:
-    """The ``-s`` decoders of keys and values (None: bytes as they are) and whether any is a
-    Schema Registry one."""
+def _decoders(a: argparse.Namespace, root: Location, parser: argparse.ArgumentParser) -> tuple[Decode, Decode]:
+    """The ``-s`` decoders of keys and values (None: bytes as they are), from
+    :mod:`kafkalog.schema_registry`; the schemas from ``-r``, else the ``_schemas-0`` partition
+    of the log directory read (needed by avro, protobuf and registry; json uses it when there).
+
+    Raises:
+        SchemaError: the schemas cannot be read.
+    """
     if not a.schema:
-        return None, None, False
+        return None, None
     wanted: dict[str, str] = {}
     for spec in a.schema:
         side, _, fmt = spec.partition("=") if spec.startswith(("key=", "value=")) else ("", "", spec)
         for s in ((side,) if side else ("key", "value")):
-            wanted[s] = fmt
-    try:
-        from ..schema_registry import make_decoder, open_schema_store
-    except ImportError as e:  # pragma: no cover - the schema package ships with kafkalog
-        parser.error(f"-s needs kafkalog's schema decoding ({e})")
+            wanted[s] = fmt.lower()
+    for fmt in wanted.values():
+        if fmt not in FORMATS:
+            parser.error(f"-s: unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
     store = None
-    if any(f not in ("string", "bytes") for f in wanted.values()):
-        location = a.schemas if a.schemas is not None else str(root / "_schemas-0")
-        store = open_schema_store(location)
-    out: dict[str, Decode] = {}
-    for side, fmt in wanted.items():
+    needs = {f for f in wanted.values() if f not in ("string", "bytes")}
+    if needs:
         try:
-            out[side] = make_decoder(fmt, store).decode
-        except (KafkalogError, ValueError) as e:
-            parser.error(f"-s {side}={fmt}: {e}")
-    return out.get("key"), out.get("value"), store is not None
+            store = open_schema_store(a.schemas if a.schemas is not None else str(root))
+        except SchemaError:
+            if a.schemas is not None or needs - {"json"}:
+                raise  # plain JSON needs no schemas; the others do
+    out: dict[str, Decode] = {side: make_decoder(fmt, store).decode for side, fmt in wanted.items()}
+    return out.get("key"), out.get("value")
 
 
 def _write_bytes(out: IO[str]) -> Callable[[bytes], None]:
@@ -379,7 +408,7 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     if start.kind == _STORED and a.group is None:
         parser.error("-o stored needs -G GROUP: the group whose committed offsets to start at")
     root, parts = discover(a.path, a.topic, a.partition)
-    key_decoder, value_decoder, _ = _decoders(a, root, parser)
+    key_decoder, value_decoder = _decoders(a, root, parser)
     output = KcatOutput(fmt, json_envelope=a.json, null_str=b"NULL" if a.null else None,
                         key_decoder=key_decoder, value_decoder=value_decoder)
     stored: dict[tuple[str, int], int] = {}

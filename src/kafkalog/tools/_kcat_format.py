@@ -3,7 +3,7 @@ and its ``-J`` JSON envelope (kcat 1.7, ``format.c`` and ``json.c``).
 
 Format tokens (``fmt_parse``): ``%s`` value, ``%S`` value size (-1 for null), ``%R`` the same
 as a 4-byte big-endian integer, ``%k`` key, ``%K`` key size (-1 for null), ``%t`` topic, ``%p``
-partition, ``%o`` offset, ``%T`` timestamp (ms; -1 when the message has none), ``%h`` headers
+partition, ``%o`` offset, ``%T`` timestamp (ms; 0 for a magic 0 message), ``%h`` headers
 (``n=v,n=v``; a null value ``NULL``, an empty one nothing), ``%%`` a percent sign; any other
 ``%x`` is an error. The text between tokens takes kcat's backslash escapes: ``\\n``, ``\\r``,
 ``\\t``, ``\\xHH`` (hex digits, as many as ``strtoul`` reads, the last byte kept), ``\\NNN``
@@ -29,13 +29,9 @@ not decode. ``broker`` is -1: no broker served the record.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import enum
-import json
 import re
 import struct
-import uuid
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from typing import Any
@@ -43,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..columnar import RecordColumns
+from ..schema_registry import to_json
 
 
 class KcatFormatError(ValueError):
@@ -221,25 +218,9 @@ def yajl_string(data: bytes) -> bytes:
     return b'"' + _YAJL_SPECIAL.sub(_yajl_escape_byte, data) + b'"'
 
 
-def _json_default(obj: Any) -> Any:
-    """What a decoded value may hold that ``json`` does not know: bytes as Avro's JSON
-    encoding spells them (one code point per byte), decimals, times and UUIDs as text."""
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return bytes(obj).decode("latin-1")
-    if isinstance(obj, decimal.Decimal):
-        return str(obj)
-    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
-        return obj.isoformat()
-    if isinstance(obj, uuid.UUID):
-        return str(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
 def decoded_json(obj: Any) -> bytes:
-    """A decoded key or value as compact JSON (UTF-8)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=_json_default).encode("utf-8", "surrogateescape")
+    """A decoded key or value as compact JSON (UTF-8; the schema decoders' JSON rules)."""
+    return to_json(obj).encode("utf-8", "surrogateescape")
 
 
 def decoded_text(obj: Any) -> bytes:
@@ -332,8 +313,8 @@ class KcatOutput:
                 pieces.append(list(map((_INT32.pack if token is Token.PAYLOAD_LEN_BINARY else b"%d".__mod__), lengths)))
             elif token is Token.OFFSET:
                 pieces.append(list(map(b"%d".__mod__, c.offset.tolist())))
-            elif token is Token.TIMESTAMP:
-                pieces.append(list(map(b"%d".__mod__, c.timestamp.tolist())))
+            elif token is Token.TIMESTAMP:  # librdkafka: 0 for a message without one (magic 0)
+                pieces.append(list(map(b"%d".__mod__, np.where(c.timestamp_type >= 0, c.timestamp, 0).tolist())))
             elif token is Token.TOPIC:
                 pieces.append(repeat(topic.encode("utf-8"), n))
             elif token is Token.PARTITION:
@@ -357,7 +338,8 @@ class KcatOutput:
             if self.json:
                 data, errors = self.json_record(topic, partition, offsets[i], timestamps[i], types[i], hs, keys[i], values[i])
             else:
-                data, errors = self.text_record(topic, partition, offsets[i], timestamps[i], hs, keys[i], values[i])
+                data, errors = self.text_record(topic, partition, offsets[i], timestamps[i], types[i], hs, keys[i],
+                                                values[i])
             out.append(data)
             failures.extend((offsets[i], e) for e in errors)
         return b"".join(out), failures
@@ -372,7 +354,7 @@ class KcatOutput:
         except Exception as e:  # noqa: BLE001 - any decoder's failure is the record's, reported
             raise DecodeFailure(what, e) from e
 
-    def text_record(self, topic: str, partition: int, offset: int, timestamp: int,
+    def text_record(self, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: int,
                     headers: list[tuple[bytes, bytes | None]] | None, key: bytes | None,
                     value: bytes | None) -> tuple[bytes, list[str]]:
         """One record through the format (``fmt_msg_output_str``); a piece that fails to
@@ -399,7 +381,7 @@ class KcatOutput:
                 elif token is Token.OFFSET:
                     out += b"%d" % offset
                 elif token is Token.TIMESTAMP:
-                    out += b"%d" % timestamp
+                    out += b"%d" % (timestamp if timestamp_type >= 0 else 0)
                 elif token is Token.TOPIC:
                     out += topic.encode("utf-8")
                 elif token is Token.PARTITION:

@@ -1,0 +1,373 @@
+"""``kafkalog consume`` (issue 28): kcat's consumer over a log directory.
+
+The same records are read by kcat (Debian's 1.7.1 over librdkafka 2.0.2) from ``kafkalog
+broker`` serving a copy of the directory, and by ``consume`` from the directory itself: the
+output must be the same bytes for every format token, the delimiters, ``-Z``, ``-J`` (but for
+``"broker"``, the broker's id there and -1 offline) and every ``-o`` form. Then what only the
+offline reader does: read_committed over aborted transactions, control records, a torn tail,
+an empty partition, ``--follow`` over a log being appended, rolled and cut by retention, decode
+errors, usage errors; and every mode leaves the directory as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import scaled, wait_until
+
+from kafkalog import Compression, ControlRecordType, Header, Log, LogConfig, RecordBatchBuilder, TimestampType
+from kafkalog.producer_state.manager import AppendOrigin
+from kafkalog.tools import main
+from kafkalog.tools import _consume
+from kafkalog.tools._kcat_format import KcatFormatError, parse_delim, parse_format, strtoul, unescape, yajl_string
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+T0 = 1_700_000_000_000
+
+#: Values and keys that exercise the renderings: null, empty, JSON escapes, control bytes,
+#: invalid UTF-8, a delimiter inside, a percent sign.
+ODD = [None, b"", b'quote " back \\ slash', b"ctl \x00\x01\x1f\x7f end", b"\xff\xfe not utf-8 \xc3", b"new\nline\ttab",
+       b"100% sure", "unicode ✓ é".encode()]
+
+
+def _append_batches(log: Log, topic_seed: int) -> None:
+    """Every magic and codec; keys and values from ODD; headers with null and empty values."""
+    n = 0
+    combos = [(0, Compression.NONE), (0, Compression.GZIP), (1, Compression.NONE), (1, Compression.SNAPPY),
+              (1, Compression.LZ4), (2, Compression.NONE), (2, Compression.GZIP), (2, Compression.SNAPPY),
+              (2, Compression.LZ4), (2, Compression.ZSTD)]
+    for magic, codec in combos:
+        builder = RecordBatchBuilder(magic, codec)
+        for i in range(4):
+            key = ODD[(n + topic_seed) % len(ODD)]
+            value = ODD[(n * 3 + 1) % len(ODD)]
+            headers = ()
+            if magic == 2 and i % 2:
+                headers = (Header("h1", b"one"), Header("nul", None), Header("empty", b""), Header("q\"", b"a,b=c"))
+            builder.append(key, value, timestamp=T0 + 10 * n, headers=headers)
+            n += 1
+        log.append(builder.build())
+
+
+def build_logdir(root: Path) -> Path:
+    """``mix-0`` (every magic and codec, odd bytes), ``mix-1``, ``other-0`` and an empty ``empty-0``."""
+    logdir = root / "logs"
+    for name, seed in (("mix-0", 0), ("mix-1", 3), ("other-0", 5)):
+        log = Log.open(logdir / name, LogConfig(segment_bytes=1500))
+        try:
+            _append_batches(log, seed)
+        finally:
+            log.close()
+    Log.open(logdir / "empty-0", LogConfig()).close()
+    return logdir
+
+
+def build_transactions(directory: Path) -> None:
+    """A partition with a committed and an aborted transaction interleaved with plain records."""
+    log = Log.open(directory, LogConfig())
+    try:
+        def plain(value: bytes) -> None:
+            b = RecordBatchBuilder(2)
+            b.append(b"k", value, timestamp=T0)
+            log.append(b.build())
+
+        def txn(pid: int, values: list[bytes]) -> None:
+            b = RecordBatchBuilder(2, producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+            for v in values:
+                b.append(b"t", v, timestamp=T0)
+            log.append(b.build())
+
+        def end(pid: int, kind: ControlRecordType) -> None:
+            marker = RecordBatchBuilder.end_transaction_marker(kind, producer_id=pid, producer_epoch=0,
+                                                               coordinator_epoch=0, timestamp=T0)
+            log.append(marker, origin=AppendOrigin.COORDINATOR)
+
+        plain(b"p0")
+        txn(7, [b"a0", b"a1"])
+        txn(8, [b"c0"])
+        plain(b"p1")
+        end(7, ControlRecordType.ABORT)
+        end(8, ControlRecordType.COMMIT)
+        plain(b"p2")
+    finally:
+        log.close()
+
+
+def consume(*argv: str) -> tuple[int, bytes, str]:
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+    err = io.StringIO()
+    status = main(["consume", *argv], stdout=out, stderr=err)
+    out.flush()
+    return status, out.buffer.getvalue(), err.getvalue()
+
+
+def digest(root: Path) -> dict[str, tuple]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            st = path.lstat()
+            data = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, data)
+    return out
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory) -> Path:
+    return build_logdir(tmp_path_factory.mktemp("consume"))
+
+
+# -- against kcat ---------------------------------------------------------------------------------
+
+FORMATS = [
+    "%t %p %o %T %K %k %S %s [%h]\\n",
+    "%s\\n",
+    "%k\\t%s\\n",
+    "%R%s",
+    "%%o=%o%%\\n",
+    "lit\\x41\\x4g\\102\\0x41\\q\\xff\\r%o\\n",
+    "%h|%K|%S\\n",
+    "no newline %o",
+]
+
+
+@pytest.fixture(scope="module")
+def broker(logdir, tmp_path_factory):
+    if KCAT is None:
+        pytest.skip("needs kcat (Debian: apt-get install kcat)")
+    from kafkalog.broker import Broker
+
+    served = tmp_path_factory.mktemp("served") / "logs"
+    shutil.copytree(logdir, served)
+    with Broker(served, config={"log.retention.check.interval.ms": "3600000", "log.cleaner.enable": "false"}) as b:
+        yield b
+
+
+def kcat(broker, topic: str, *args: str) -> bytes:
+    r = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-q", *args], capture_output=True,
+                       timeout=scaled(60))
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def same_as_kcat(broker, logdir: Path, topic: str, partition: int, *args: str, json: bool = False) -> bytes:
+    expected = kcat(broker, topic, "-p", str(partition), *args)
+    status, got, err = consume(str(logdir), "-t", topic, "-p", str(partition), *args)
+    assert status == 0, err
+    if json:
+        expected = expected.replace(b',"broker":0,', b',"broker":-1,')
+    assert got == expected
+    return got
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("partition", [0, 1])
+def test_format_tokens_as_kcat(broker, logdir, fmt, partition) -> None:
+    out = same_as_kcat(broker, logdir, "mix", partition, "-f", fmt)
+    assert out or fmt.startswith("%R")
+
+
+@pytest.mark.parametrize("args", [
+    [], ["-Z"], ["-K", ":"], ["-Z", "-K", "\\t=>"], ["-D", "\\x1e"], ["-D", "%%|"], ["-Z", "-D", "--\\n", "-K", "\\x3a"],
+    ["-c", "7"], ["-c", "0"], ["-o", "5"], ["-o", "end"], ["-o", "-3"], ["-o", "-1000"], ["-o", "beginning", "-c", "2"],
+    ["-o", f"s@{T0 + 95}"], ["-o", f"s@{T0 + 95}", "-o", f"e@{T0 + 205}"], ["-o", f"e@{T0 + 50}"], ["-o", "s@0"],
+    ["-o", f"s@{T0 + 10**9}"], ["-o", "e@0"], ["-o", "s@1"], ["-o", "e@1", "-f", "%o %T\\n"], ["-o", "abc"],
+    ["-o", "-0"],
+], ids=lambda a: " ".join(a) or "default")
+def test_options_as_kcat(broker, logdir, args) -> None:
+    same_as_kcat(broker, logdir, "mix", 0, *args)
+
+
+@pytest.mark.parametrize("args", [["-J"], ["-J", "-Z"], ["-J", "-D", "\\r\\n"], ["-J", "-f", "%s\\n"], ["-J", "-f", "|%s"],
+                                  ["-J", "-o", "-5", "-c", "3"]], ids=" ".join)
+@pytest.mark.parametrize("topic", ["mix", "other"])
+def test_json_envelopes_as_kcat(broker, logdir, args, topic) -> None:
+    same_as_kcat(broker, logdir, topic, 0, *args, json=True)
+
+
+def test_empty_partition_as_kcat(broker, logdir) -> None:
+    assert same_as_kcat(broker, logdir, "empty", 0, "-J", json=True) == b""
+
+
+def test_all_partitions_in_partition_order(logdir, broker) -> None:
+    status, out, _ = consume(str(logdir), "-t", "mix", "-f", "%p %o\\n")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines == sorted(lines, key=lambda line: tuple(map(int, line.split())))
+    # kcat interleaves partitions as they arrive: the same lines, in another order
+    assert sorted(lines) == sorted(kcat(broker, "mix", "-f", "%p %o\\n").splitlines())
+    # -c counts over all partitions
+    assert consume(str(logdir), "-t", "mix", "-c", "45", "-f", "%p\\n")[1] == b"0\n" * 40 + b"1\n" * 5
+
+
+# -- the format machinery against kcat's C ----------------------------------------------------------
+
+
+def test_escapes_and_strtoul_follow_c() -> None:
+    assert strtoul(b"0x1fz", 0, 0) == (0x1F, 4)
+    assert strtoul(b"017", 0, 0) == (0o17, 3)
+    assert strtoul(b"zz", 0, 16) == (0, 0)
+    assert unescape(b"a\\x41\\x4g\\n\\q") == b"aA\x04g\nq"
+    assert unescape(b"cut\\0here") == b"cut"  # kcat keeps each piece as a C string
+    assert unescape(b"\\xff") == b"ff"  # kcat reads a hex number only after a decimal digit
+    assert parse_delim(b"a\\tb\\x3a\\n") == b"a\tb:\n"
+    with pytest.raises(KcatFormatError, match="expects hex number"):
+        parse_delim(b"\\xg")
+    with pytest.raises(KcatFormatError, match="Unsupported formatter: %x"):
+        parse_format(b"%x")
+    with pytest.raises(KcatFormatError, match="Empty formatter"):
+        parse_format(b"abc%")
+    assert yajl_string(b'"\\\x01\n/\xff') == b'"\\"\\\\\\u0001\\n/\xff"'
+
+
+def test_usage_errors_exit_2(logdir) -> None:
+    for args in (["-f", "%x"], ["-f", "%"], ["-D", "\\xq"], ["-o", "stored"], ["-s", "value=xml"]):
+        status, out, err = consume(str(logdir), "-t", "mix", *args)
+        assert status == 2 and out == b"", (args, err)
+    status, _, err = consume(str(logdir / "nowhere"))
+    assert status == 1 and "nowhere" in err
+
+
+# -- offline only ------------------------------------------------------------------------------------
+
+
+def test_read_committed_skips_aborted_transactions(tmp_path) -> None:
+    build_transactions(tmp_path / "logs" / "tx-0")
+    fmt = ["-f", "%o %s\\n"]
+    assert consume(str(tmp_path / "logs"), "-t", "tx", *fmt)[1] == b"0 p0\n1 a0\n2 a1\n3 c0\n4 p1\n7 p2\n"
+    committed = consume(str(tmp_path / "logs" / "tx-0"), "--isolation", "read_committed", *fmt)[1]
+    assert committed == b"0 p0\n3 c0\n4 p1\n7 p2\n"
+    shown = consume(str(tmp_path / "logs"), "-t", "tx", "--show-control", "-f", "%o %K %S\\n")[1]
+    assert b"5 4 6\n6 4 6\n" in shown  # the markers: a 4-byte key, a 6-byte value
+
+
+def test_torn_tail_and_timestamps_outside_the_log(tmp_path, logdir) -> None:
+    copy = tmp_path / "logs"
+    shutil.copytree(logdir, copy)
+    whole = consume(str(copy), "-t", "mix", "-p", "0", "-J")[1]
+    segment = sorted((copy / "mix-0").glob("*.log"))[-1]
+    data = segment.read_bytes()
+    with open(segment, "ab") as f:
+        f.write(data[:40])  # a batch header and no more: a write in progress
+    status, torn, err = consume(str(copy), "-t", "mix", "-p", "0", "-J")
+    assert status == 0 and torn == whole, err
+    # magic 0 messages have no timestamp: the first record at or after 1 is the first v1 one
+    assert consume(str(copy), "-t", "mix", "-p", "0", "-o", "s@1", "-J")[1] == b"".join(whole.splitlines(True)[8:])
+    assert consume(str(copy), "-t", "mix", "-p", "0", "-o", "s@0", "-J")[1] == whole  # kcat: 0 is no start time
+    assert consume(str(copy), "-t", "mix", "-p", "0", "-o", f"s@{T0 + 10**9}")[1] == b""
+    # e@1 stops at the first record with a timestamp at or after 1: the v0 ones (none, %T 0) come before
+    assert consume(str(copy), "-t", "mix", "-p", "0", "-o", "e@1", "-f", "%o %T\\n")[1] == b"".join(
+        b"%d 0\n" % i for i in range(8))
+
+
+def test_decode_errors_are_reported_and_reading_goes_on(logdir) -> None:
+    status, out, err = consume(str(logdir), "-t", "other", "-s", "value=string", "-f", "%o:%s\\n")
+    assert status == 1
+    assert "Failed to format message in other [0] at offset" in err and "not UTF-8" in err
+    assert out.count(b"\n") >= 40 - err.count("% ERROR")  # the others printed
+    status, out, err = consume(str(logdir), "-t", "other", "-s", "value=string", "-J", "-c", "40")
+    assert out.count(b"\n") == 40 and b'"payload_error":' in out
+
+
+def test_json_decoded_values_are_embedded(tmp_path) -> None:
+    log = Log.open(tmp_path / "logs" / "j-0", LogConfig())
+    b = RecordBatchBuilder(2)
+    b.append(b"k", b'{"a": [1, 2], "b": "x"}', timestamp=T0)
+    b.append(b"k", b"plain", timestamp=T0)
+    log.append(b.build())
+    log.close()
+    status, out, err = consume(str(tmp_path / "logs"), "-t", "j", "-J", "-s", "value=json", "-s", "key=string")
+    lines = out.splitlines()
+    assert lines[0].endswith(b'"key":"k","payload":{"a":[1,2],"b":"x"}}')
+    assert b'"payload":null,"payload_error":"' in lines[1] and status == 1 and "offset 1" in err
+
+
+def test_follow_reads_appends_rolls_and_retention(tmp_path) -> None:
+    directory = tmp_path / "logs" / "live-0"
+    log = Log.open(directory, LogConfig(segment_bytes=600))
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+    err = io.StringIO()
+    _consume.FOLLOW_STOP.clear()
+    result = []
+    reader = threading.Thread(target=lambda: result.append(main(
+        ["consume", str(tmp_path / "logs"), "--follow", "--poll-interval", "20", "-f", "%o %s\\n"], stdout=out, stderr=err)))
+
+    def printed() -> bytes:
+        out.flush()
+        return out.buffer.getvalue()
+
+    try:
+        def write(i: int) -> None:
+            b = RecordBatchBuilder(2)
+            b.append(b"k", b"value-%03d" % i, timestamp=T0 + i)
+            log.append(b.build())
+
+        for i in range(5):
+            write(i)
+        reader.start()
+        wait_until(lambda: printed().count(b"\n") == 5, 30, "the first records")
+        for i in range(5, 60):  # several rolls
+            write(i)
+        wait_until(lambda: printed().count(b"\n") == 60, 30, "the appended records")
+        assert len(log.segments) > 3
+        log.delete_records(55)
+        log.delete_old_segments()  # retention removes the segments below the new log start
+        for i in range(60, 70):
+            write(i)
+        wait_until(lambda: printed().count(b"\n") == 70, 30, "records after retention")
+    finally:
+        _consume.FOLLOW_STOP.set()
+        reader.join(scaled(30))
+        log.close()
+    assert not reader.is_alive() and result == [0], err.getvalue()
+    assert printed() == b"".join(b"%d value-%03d\n" % (i, i) for i in range(70))
+
+
+def test_follow_changes_nothing_while_a_log_is_written(tmp_path) -> None:
+    """Checksums around a --follow run while another thread appends through a Log: the reader
+    adds nothing (the directory changes only as the writer changes it)."""
+    directory = tmp_path / "logs" / "w-0"
+    log = Log.open(directory, LogConfig(segment_bytes=800))
+    try:
+        for i in range(30):
+            b = RecordBatchBuilder(2)
+            b.append(None, b"x%d" % i, timestamp=T0 + i)
+            log.append(b.build())
+        log.flush()
+        _consume.FOLLOW_STOP.clear()
+        out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+        reader = threading.Thread(target=main, args=(["consume", str(directory), "--follow", "--poll-interval", "10",
+                                                      "-J"],), kwargs={"stdout": out, "stderr": io.StringIO()})
+        before = digest(tmp_path)
+        reader.start()
+        wait_until(lambda: out.flush() or out.buffer.getvalue().count(b"\n") == 30, 30, "the records")
+        after_read = digest(tmp_path)
+        _consume.FOLLOW_STOP.set()
+        reader.join(scaled(30))
+        assert after_read == before == digest(tmp_path)
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("args", [
+    [], ["-J", "-Z"], ["-o", "-3", "-f", "%h %k %s\\n"], ["--isolation", "read_committed", "--show-control"],
+    ["-o", "s@0", "-o", f"e@{T0 + 100}"], ["-c", "3"], ["-t", "*", "-J"],
+])
+def test_every_mode_is_read_only(tmp_path, logdir, args) -> None:
+    copy = tmp_path / "logs"
+    shutil.copytree(logdir, copy)
+    build_transactions(copy / "tx-0")
+    before = digest(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-m", "kafkalog", "consume", str(copy), *args], capture_output=True, env=env,
+                       timeout=scaled(60))
+    assert r.returncode == 0, r.stderr
+    assert digest(tmp_path) == before
