@@ -36,8 +36,6 @@ from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from typing import Any
 
-import numpy as np
-
 from ..columnar import RecordColumns
 from ..schema_registry import to_json
 
@@ -309,12 +307,14 @@ class KcatOutput:
             elif token in (Token.PAYLOAD_LEN, Token.KEY_LEN, Token.PAYLOAD_LEN_BINARY):
                 side = "key" if token is Token.KEY_LEN else "value"
                 offsets = getattr(c, f"{side}_offsets")
-                lengths = np.where(getattr(c, f"{side}_valid"), np.diff(offsets), -1).tolist()
-                pieces.append(list(map((_INT32.pack if token is Token.PAYLOAD_LEN_BINARY else b"%d".__mod__), lengths)))
+                lengths = offsets[1:] - offsets[:-1]
+                lengths[~getattr(c, f"{side}_valid")] = -1  # kcat: -1 for null
+                pieces.append(list(map((_INT32.pack if token is Token.PAYLOAD_LEN_BINARY else b"%d".__mod__),
+                                       lengths.tolist())))
             elif token is Token.OFFSET:
                 pieces.append(list(map(b"%d".__mod__, c.offset.tolist())))
             elif token is Token.TIMESTAMP:  # librdkafka: 0 for a message without one (magic 0)
-                pieces.append(list(map(b"%d".__mod__, np.where(c.timestamp_type >= 0, c.timestamp, 0).tolist())))
+                pieces.append(list(map(b"%d".__mod__, (c.timestamp * (c.timestamp_type >= 0)).tolist())))
             elif token is Token.TOPIC:
                 pieces.append(repeat(topic.encode("utf-8"), n))
             elif token is Token.PARTITION:
