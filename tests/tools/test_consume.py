@@ -371,3 +371,25 @@ def test_every_mode_is_read_only(tmp_path, logdir, args) -> None:
                        timeout=scaled(60))
     assert r.returncode == 0, r.stderr
     assert digest(tmp_path) == before
+
+
+def test_stored_offsets_are_the_groups_commits(broker, logdir) -> None:
+    """``-o stored -G g`` starts where group g committed (read from ``__consumer_offsets`` of
+    the log directory), as kcat's ``-o stored -X group.id=g`` does through the broker; a
+    partition without a commit starts at the end (librdkafka's auto.offset.reset=largest)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
+                                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition("mix", 0, 17)], asynchronous=False)
+    finally:
+        consumer.close()
+    served = broker.log_dir
+    status, got, err = consume(str(served), "-t", "mix", "-p", "0", "-o", "stored", "-G", "g", "-f", "%o\\n")
+    # (kcat commits what it read: it runs second)
+    expected = kcat(broker, "mix", "-p", "0", "-o", "stored", "-X", "group.id=g", "-f", "%o\\n")
+    assert expected.split(b"\n")[0] == b"17"
+    assert (status, got) == (0, expected), err
+    status, got, err = consume(str(served), "-t", "mix", "-p", "1", "-o", "stored", "-G", "g")
+    assert (status, got) == (0, b"") and "no committed offset" in err
+

@@ -44,7 +44,7 @@ from ._summary import summarise
 from ._tool import _Tool
 
 #: The subcommands ``python -m kafkalog`` hands over to this package.
-SUBCOMMANDS = ("dump", "consume", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups")
+SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups", "consume")
 #: Every command the ``kafkalog`` program takes (``broker`` is :mod:`kafkalog.broker`'s).
 _COMMANDS = (*SUBCOMMANDS, "broker")
 #: Exit statuses of the Unix convention: 128 + the signal's number.
