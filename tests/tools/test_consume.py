@@ -21,6 +21,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from conftest import scaled, wait_until
 
 from kafkalog import Compression, ControlRecordType, Header, Log, LogConfig, RecordBatchBuilder, TimestampType
@@ -226,6 +228,17 @@ def test_escapes_and_strtoul_follow_c() -> None:
     with pytest.raises(KcatFormatError, match="Empty formatter"):
         parse_format(b"abc%")
     assert yajl_string(b'"\\\x01\n/\xff') == b'"\\"\\\\\\u0001\\n/\xff"'
+
+
+def _yajl_reference(data: bytes) -> bytes:
+    """yajl's ``yajl_string_encode``, byte by byte."""
+    named = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
+    return b'"' + b"".join(named.get(c) or (b"\\u00%02X" % c if c < 32 else bytes([c])) for c in data) + b'"'
+
+
+@given(st.binary(max_size=64) | st.lists(st.sampled_from([b"\\", b"u", b"0", b"1a", b"\x1a", b"x"])).map(b"".join))
+def test_json_strings_are_yajls(data: bytes) -> None:
+    assert yajl_string(data) == _yajl_reference(data)
 
 
 def test_usage_errors_exit_2(logdir) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import re
 import struct
+from json.encoder import encode_basestring as _encode_basestring
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from typing import Any
@@ -202,18 +203,33 @@ def default_format(delim: bytes, key_delim: bytes | None) -> bytes:
 
 # -- JSON as yajl writes it -----------------------------------------------------------------------
 
-_YAJL_ESCAPES = {0x22: b'\\"', 0x5C: b"\\\\", 0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
-_YAJL_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
+#: The bytes Python's encoder escapes with a lower-case hex digit (``\\u000b``) where yajl
+#: writes upper case (the other control bytes have names or only decimal digits).
+_LOWER_HEX = bytes([0x0B, 0x0E, 0x0F, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F])
+_HAS_LOWER_HEX = re.compile(b"[" + re.escape(_LOWER_HEX) + b"]")
+_HEX_CASE = [(b"\\u00%02x" % c, b"\\u00%02X" % c) for c in _LOWER_HEX]
+#: A ``\\u00xx`` escape with a lower-case hex digit whose backslash is not itself escaped.
+_LOWER_HEX_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u00(0[bef]|1[a-f])")
 
 
-def _yajl_escape_byte(m: re.Match[bytes]) -> bytes:
-    c = m.group()[0]
-    return _YAJL_ESCAPES.get(c) or b"\\u00%02X" % c
+def _upper(m: re.Match[bytes]) -> bytes:
+    return m.group(1) + b"\\u00" + m.group(2).upper()
 
 
 def yajl_string(data: bytes) -> bytes:
-    """``data`` as yajl's ``yajl_gen_string`` writes it (no UTF-8 validation)."""
-    return b'"' + _YAJL_SPECIAL.sub(_yajl_escape_byte, data) + b'"'
+    """``data`` as yajl's ``yajl_gen_string`` writes it (no UTF-8 validation): ``"`` and ``\\``
+    escaped, ``\\b \\f \\n \\r \\t``, other bytes below 0x20 as ``\\u00XX`` (upper-case hex),
+    every other byte as it is. Python's JSON string encoder escapes the same set (in C), over
+    the bytes read as Latin-1 so that each byte comes back as itself; its lower-case hex is
+    then raised (by plain replacement, unless the data itself spells a ``\\u00`` escape)."""
+    out = _encode_basestring(data.decode("latin-1")).encode("latin-1")
+    if _HAS_LOWER_HEX.search(data) is None:
+        return out
+    if b"\\\\u00" in out:  # the data's own backslash before "u00": tell escapes from text
+        return _LOWER_HEX_ESCAPE.sub(_upper, out)
+    for lower, upper in _HEX_CASE:
+        out = out.replace(lower, upper)
+    return out
 
 
 def decoded_json(obj: Any) -> bytes:
@@ -327,6 +343,8 @@ class KcatOutput:
         return b"".join(chain.from_iterable(zip(*pieces))), []
 
     def _render_each(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes, list[tuple[int, str]]]:
+        if self.json and self.key_decoder is None and self.value_decoder is None:
+            return self._json_columns(topic, partition, c), []
         keys = _binary_list(c, "key")
         values = _binary_list(c, "value")
         headers = _header_lists(c) if self.needs_headers else None
@@ -343,6 +361,21 @@ class KcatOutput:
             out.append(data)
             failures.extend((offsets[i], e) for e in errors)
         return b"".join(out), failures
+
+    def _json_columns(self, topic: str, partition: int, c: RecordColumns) -> bytes:
+        """``-J`` without decoders: :meth:`json_record`'s envelope, each field rendered for
+        the whole column first."""
+        head = b'{"topic":' + yajl_string(topic.encode("utf-8")) + b',"partition":%d,"offset":' % partition
+        offsets = list(map(b"%d".__mod__, c.offset.tolist()))
+        stamps = [b',"tstype":"create","ts":%d,"broker":-1' % ts if ty == 0 else
+                  b',"tstype":"logappend","ts":%d,"broker":-1' % ts if ty == 1 else b',"broker":-1'
+                  for ts, ty in zip(c.timestamp.tolist(), c.timestamp_type.tolist())]
+        headers = [b',"headers":[' + b",".join(yajl_string(name) + b"," + (yajl_string(v) if v is not None else b"null")
+                                               for name, v in hs) + b"]" if hs else b"" for hs in _header_lists(c)]
+        keys = [b',"key":' + (yajl_string(k) if k is not None else b"null") for k in _binary_list(c, "key")]
+        values = [b',"payload":' + (yajl_string(v) if v is not None else b"null") + b"}" for v in _binary_list(c, "value")]
+        tail = self.json_trailer
+        return b"".join(chain.from_iterable(zip(repeat(head), offsets, stamps, headers, keys, values, repeat(tail))))
 
     # -- one record ---------------------------------------------------------------------------------
 
