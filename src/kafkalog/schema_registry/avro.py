@@ -20,7 +20,7 @@ from ..errors import SchemaDecodeError, SchemaError
 from .extras import require
 from .schema import AVRO, Schema
 from .store import SchemaStore
-from .wire import unframe
+from .wire import Framed, unframe
 
 
 def parse_avro(store: SchemaStore | None, schema: Schema) -> Any:
@@ -43,6 +43,7 @@ class AvroPayloadDecoder:
     """Avro records of any writer id, resolved to the subject's version when one is given."""
 
     def __init__(self, store: SchemaStore, subject: str | None = None, version: int | None = None) -> None:
+        self._fastavro = require("fastavro")
         self.store = store
         self.subject = subject
         self.version = version
@@ -69,12 +70,15 @@ class AvroPayloadDecoder:
 
     def decode_framed(self, data: bytes | memoryview, schema: Schema | None = None) -> Any:
         """The record in ``data`` (wire format); ``schema`` is the id's schema if already known."""
-        framed = unframe(data)
+        return self.decode_payload(unframe(data), schema)
+
+    def decode_payload(self, framed: Framed, schema: Schema | None = None) -> Any:
+        """The record in the payload of ``framed``; ``schema`` is the id's schema if known."""
         if schema is None:
             schema = self.store.schema(framed.schema_id)
-        writer = self.writer(schema)
-        reader = self.reader()
-        fastavro = require("fastavro")
+        writer = self._writers.get(schema.id) or self.writer(schema)
+        reader = self._reader if self._reader is not None or self.subject is None else self.reader()
+        fastavro = self._fastavro
         payload = framed.payload
         buf = io.BytesIO(payload)
         subject = self.subject or schema.subject

@@ -167,6 +167,7 @@ class RegistryDecoder(Decoder):
         super().__init__(format, store, subject=subject, version=version)
         self.validate = validate
         self._by_type: dict[str, Any] = {}
+        self._schemas: dict[int, Schema] = {}  # by id: a registered id never changes its schema
 
     def _type_decoder(self, schema_type: str, schema_id: int) -> Any:
         decoder = self._by_type.get(schema_type)
@@ -187,15 +188,32 @@ class RegistryDecoder(Decoder):
         self._by_type[schema_type] = decoder
         return decoder
 
+    def message_name(self, data: bytes | memoryview) -> str | None:
+        """The full name of the Protobuf message ``data`` holds (by its id and message indexes),
+        or None when its schema is not Protobuf."""
+        framed = unframe(data)
+        schema = self._schema(framed.schema_id)
+        if schema.schema_type != PROTOBUF:
+            return None
+        return self._type_decoder(PROTOBUF, framed.schema_id).message_name(data, schema)
+
+    def _schema(self, schema_id: int) -> Schema:
+        schema = self._schemas.get(schema_id)
+        if schema is None:
+            schema = self._schemas[schema_id] = self.store.schema(schema_id)
+        return schema
+
     def _decode(self, data: bytes | memoryview) -> Any:
         framed = unframe(data)
-        schema = self.store.schema(framed.schema_id)
+        schema = self._schema(framed.schema_id)
         expected = _SCHEMA_TYPES.get(self.format)
         if expected is not None and schema.schema_type != expected:
             raise SchemaDecodeError(f"is a {schema.schema_type} schema, not {expected} (format {self.format!r}; "
                                     "use 'registry' to decode by the registry's type)",
                                     schema_id=framed.schema_id, subject=schema.subject)
-        decoder = self._type_decoder(schema.schema_type, framed.schema_id)
+        decoder = self._by_type.get(schema.schema_type) or self._type_decoder(schema.schema_type, framed.schema_id)
+        if schema.schema_type == AVRO:
+            return decoder.decode_payload(framed, schema)
         if schema.schema_type == JSON:
             return decoder._decode(data)
         return decoder.decode_framed(data, schema)

@@ -117,4 +117,4 @@ def open_schema_store(location: str | os.PathLike, *, timeout: float = 10.0,
     if not storage.exists(location):
         raise SchemaError(f"no such directory: {location}")
     raise SchemaError(f"{location} is neither a {SCHEMAS_TOPIC} partition directory nor a log directory "
-                      f"holding {SCHEMAS_TOPIC}-0 (give -r/--schema-registry a directory or a registry URL)")
+                      f"holding {SCHEMAS_TOPIC}-0 (give a _schemas directory, a log directory holding it, or a registry URL)")

@@ -44,16 +44,21 @@ Timestamps = int | Mapping[str, Mapping[int, int]]
 class TopicRecord:
     """One record with the partition it was read from (Spark's Kafka row, in Python):
     ``timestamp_type`` 0 CreateTime, 1 LogAppendTime, -1 none (magic 0); ``headers`` empty
-    when the record has none or ``include_headers=False``."""
+    when the record has none or ``include_headers=False``; ``key`` and ``value`` are bytes, or
+    decoded objects with ``key_format``/``value_format`` (None, with the reason in
+    ``key_error``/``value_error``, when they do not decode)."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     headers: tuple[Header, ...] = ()
+    #: Why the key or value did not decode (``key_format``/``value_format``), else None.
+    key_error: str | None = None
+    value_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -211,23 +216,85 @@ def _records_of(part: PartitionColumns) -> Iterator[TopicRecord]:
         yield TopicRecord(topic, partition, offsets[i], timestamps[i], types[i], keys[i], values[i], hs)
 
 
-def read_records(path: str | os.PathLike, **options: Any) -> Iterator[TopicRecord]:
+_FORMAT_ARGS = """
+    Decoding (docs/reader.md): ``key_format``/``value_format`` (``binary``, ``string``,
+    ``json``, ``avro``, ``protobuf``, ``registry``) decode keys and values with
+    :mod:`kafkalog.schema_registry`; ``schema_registry`` is where the schemas are (a ``_schemas``
+    directory, a log directory holding ``_schemas-0``, or a registry URL; default: the
+    ``_schemas-0`` of the log directory read); ``key_subject``/``value_subject`` and
+    ``key_schema_version``/``value_schema_version`` choose the reader schema (default: the latest
+    version of ``<topic>-key``/``<topic>-value`` when that subject exists)."""
+
+
+def _format_options(path: str | os.PathLike, storage_options: Any, **given: Any) -> Any:
+    from ._formats import format_options
+
+    formats = format_options(**given, storage_options=dict(storage_options) if storage_options else None)
+    return formats if formats.active else None
+
+
+def read_records(
+    path: str | os.PathLike,
+    *,
+    key_format: str = "binary",
+    value_format: str = "binary",
+    schema_registry: str | os.PathLike | None = None,
+    key_subject: str | None = None,
+    value_subject: str | None = None,
+    key_schema_version: int | str | None = None,
+    value_schema_version: int | str | None = None,
+    **options: Any,
+) -> Iterator[TopicRecord]:
     """The records under ``path``, one :class:`TopicRecord` each; takes the arguments of
-    :func:`read_columns` and raises as it does."""
+    :func:`read_columns` and raises as it does.
+    """
+    formats = _format_options(path, options.get("storage_options"), key_format=key_format, value_format=value_format,
+                              schema_registry=None if schema_registry is None else os.fspath(schema_registry),
+                              key_subject=key_subject, value_subject=value_subject,
+                              key_schema_version=key_schema_version, value_schema_version=value_schema_version)
+    if formats is None:
+        for part in read_columns(path, **options):
+            yield from _records_of(part)
+        return
+    from ._formats import decode_value, decoder
+
+    where = normalize_path(path)
     for part in read_columns(path, **options):
-        yield from _records_of(part)
+        decoders = [decoder(formats, side, part.topic, where) for side in ("key", "value")]
+        for r in _records_of(part):
+            key, key_error = (r.key, None) if decoders[0] is None else decode_value(decoders[0], r.key)
+            value, value_error = (r.value, None) if decoders[1] is None else decode_value(decoders[1], r.value)
+            yield dataclasses.replace(r, key=key, value=value, key_error=key_error, value_error=value_error)
 
 
-def read_arrow(path: str | os.PathLike, **options: Any) -> Iterator[pa.RecordBatch]:
+def read_arrow(
+    path: str | os.PathLike,
+    *,
+    key_format: str = "binary",
+    value_format: str = "binary",
+    schema_registry: str | os.PathLike | None = None,
+    key_subject: str | None = None,
+    value_subject: str | None = None,
+    key_schema_version: int | str | None = None,
+    value_schema_version: int | str | None = None,
+    **options: Any,
+) -> Iterator[pa.RecordBatch]:
     """The records under ``path`` as ``pyarrow.RecordBatch`` es in Spark's Kafka schema
     (``key, value, topic, partition, offset, timestamp, timestampType`` and, with
-    ``include_headers``, ``headers``); takes the arguments of :func:`read_columns`.
+    ``include_headers``, ``headers``); takes the arguments of :func:`read_columns`. With
+    ``key_format``/``value_format``, ``key``/``value`` are decoded columns (structs for Avro,
+    Protobuf and JSON Schema) and ``keyError``/``valueError`` are appended.
 
     Raises:
         ImportError: pyarrow is not installed.
     """
     import pyarrow as pa
 
+    formats = _format_options(path, options.get("storage_options"), key_format=key_format, value_format=value_format,
+                              schema_registry=None if schema_registry is None else os.fspath(schema_registry),
+                              key_subject=key_subject, value_subject=value_subject,
+                              key_schema_version=key_schema_version, value_schema_version=value_schema_version)
+    decodings: dict[str, Any] = {}
     options.setdefault("include_headers", False)
     names = {"timestamp_type": "timestampType"}
     for part in read_columns(path, **options):
@@ -236,4 +303,15 @@ def read_arrow(path: str | os.PathLike, **options: Any) -> Iterator[pa.RecordBat
         n = len(c)
         batch = batch.add_column(2, "topic", pa.repeat(pa.scalar(part.topic, pa.string()), n))
         batch = batch.add_column(3, "partition", pa.repeat(pa.scalar(part.partition, pa.int32()), n))
+        if formats is not None:
+            decoding = decodings.get(part.topic)
+            if decoding is None:
+                from ._schema_arrow import Decoding
+
+                decoding = decodings[part.topic] = Decoding(formats, normalize_path(path), part.topic)
+            batch = decoding.apply(batch, part.topic)
         yield batch
+
+
+read_records.__doc__ = (read_records.__doc__ or "") + _FORMAT_ARGS
+read_arrow.__doc__ = (read_arrow.__doc__ or "") + _FORMAT_ARGS

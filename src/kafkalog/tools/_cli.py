@@ -27,11 +27,14 @@ from ._consume import add_consume_parser, getopt_values, run_consume
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
     _OLD_DECODER_PACKAGE,
+    _SCHEMA_DECODERS,
     _SHORTHAND_DECODERS,
     _ClusterMetadataParser,
     _Datum,
     _decoder_for_class,
     _DecoderParser,
+    _schema_store,
+    _SchemaDecoder,
     _OffsetsParser,
     _TransactionLogParser,
 )
@@ -146,9 +149,18 @@ def _add_dump(sub) -> None:
         )
         parser.add_argument(
             f"--{side}-decoder",
-            choices=sorted(_SHORTHAND_DECODERS),
-            help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log)",
+            choices=sorted([*_SHORTHAND_DECODERS, *_SCHEMA_DECODERS]),
+            help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log); avro, protobuf and "
+            "registry (by the registry's schema type) decode Schema Registry's wire format with the schemas "
+            "of --schema-registry, printed as JSON",
         )
+    parser.add_argument(
+        "--schema-registry",
+        metavar="DIR|URL",
+        help="the schemas for --key-decoder/--value-decoder avro|protobuf|registry: a _schemas partition "
+        "directory, a log directory holding _schemas-0, or a Schema Registry URL (default: the _schemas-0 "
+        "partition beside the first file's partition)",
+    )
     parser.add_argument(
         "--offsets-decoder",
         action="store_true",
@@ -172,12 +184,23 @@ def _add_dump(sub) -> None:
 def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
     deprecations: list[tuple[str, str]] = []
     decoders: dict[str, Callable[[bytes], _Datum] | None] = {}
+    files = [f for group in args.files for f in group.split(",") if f]
+    if not files:
+        parser.error("--files names no file")
+    store = None
     # Kafka builds the value decoder first, then the key decoder (deprecation notes follow suit).
     for side in ("value", "key"):
         class_name = getattr(args, f"{side}_decoder_class")
         shorthand = getattr(args, f"{side}_decoder")
         if class_name is not None and shorthand is not None:
             parser.error(f"--{side}-decoder-class and --{side}-decoder cannot be used together")
+        if shorthand in _SCHEMA_DECODERS:
+            try:
+                store = store or _schema_store(args.schema_registry, files)
+            except KafkalogError as e:
+                parser.error(f"--{side}-decoder {shorthand}: {e}")
+            decoders[side] = _SchemaDecoder(shorthand, store)
+            continue
         if shorthand is not None:
             decoders[side] = _SHORTHAND_DECODERS[shorthand]
             continue
@@ -209,9 +232,6 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         or args.cluster_metadata_decoder
         or any(getattr(args, name) is not None for name in decoder_options)
     )
-    files = [f for group in args.files for f in group.split(",") if f]
-    if not files:
-        parser.error("--files names no file")
     return _Options(
         files=files,
         deep=args.deep_iteration or print_data,

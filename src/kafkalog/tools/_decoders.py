@@ -27,6 +27,11 @@ from ..protocol import (
     read_message,
     to_json,
 )
+from ..errors import SchemaError
+from ..remote import Storage
+from ..schema_registry import SchemaStore, make_decoder, open_schema_store, to_json as schema_to_json
+from ..schema_registry.store import SCHEMAS_TOPIC
+from ..schema_registry.wire import is_framed, unframe
 from ._jvm import _jackson, _scala_topic_partition_set
 
 #: A message's version, read before it (an int16, as Kafka's serdes read it).
@@ -73,6 +78,8 @@ def _decode_base64(data: bytes) -> _Datum:
 
 
 def _decode_json(data: bytes) -> _Datum:
+    if is_framed(data):  # Schema Registry's JSON Schema serializer: cut the magic byte and id
+        data = bytes(unframe(data).payload)
     text = data.decode("utf-8", "replace")
     try:
         value = json.loads(text)
@@ -100,6 +107,38 @@ _SHORTHAND_DECODERS = {
     "json": _decode_json,
     "none": None,
 }
+#: The shorthands that decode with Schema Registry's schemas (``--schema-registry``).
+_SCHEMA_DECODERS = ("avro", "protobuf", "registry")
+
+
+class _SchemaDecoder:
+    """A key or value decoded with its schema (:mod:`kafkalog.schema_registry`): the text is its
+    compact JSON, the ``--json`` value the JSON object."""
+
+    def __init__(self, fmt: str, store: SchemaStore) -> None:
+        self._decoder = make_decoder(fmt, store)
+
+    def __call__(self, data: bytes) -> _Datum:
+        try:
+            text = schema_to_json(self._decoder.decode(data))
+        except SchemaError as e:
+            raise _SchemaFailure(str(e)) from None
+        return _Datum(text, json.loads(text))
+
+
+class _SchemaFailure(Exception):
+    """A record whose key or value does not decode with its schema (reported, the dump goes on)."""
+
+
+def _schema_store(location: str | None, files: list[str]) -> SchemaStore:
+    """The store ``--schema-registry`` names, else the ``_schemas-0`` partition of the first
+    file's log directory."""
+    if location is None:
+        first = files[0]
+        location = Storage.join(Storage.dirname(Storage.dirname(first)), f"{SCHEMAS_TOPIC}-0")
+    return open_schema_store(location)
+
+
 # Kafka's built-in decoder classes; DefaultDecoder hands Kafka a byte[] that it prints as a JVM
 # object id ("[B@6d06d69c"), so kafkalog shows its bytes as hex instead.
 _DECODER_CLASSES = {
@@ -130,6 +169,8 @@ class _DecoderParser:
             key = None if record.key is None or self._key is None else self._key(record.key)
             value = None if record.value is None or self._value is None else self._value(record.value)
         except _ReadError as e:
+            return _failure(record, str(e), kafka_fails=True)
+        except _SchemaFailure as e:  # the dump goes on; the exit status says a record failed
             return _failure(record, str(e), kafka_fails=True)
         return _Parsed(key, value)
 
