@@ -38,6 +38,7 @@ from itertools import chain, repeat
 from typing import Any
 
 from ..columnar import RecordColumns
+from ..columnar.interleave import Packed, Piece, Slices, interleave
 from ..schema_registry import to_json
 
 
@@ -294,53 +295,38 @@ class KcatOutput:
 
     # -- many records at once (no Python object per record where the format allows) ---------------
 
-    def render_columns(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes, list[tuple[int, str]]]:
+    def render_columns(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes | memoryview, list[tuple[int, str]]]:
         """The output of every record of ``c`` and the (offset, message) of each decode failure."""
         n = len(c)
         if n == 0:
             return b"", []
         if not self.columnar:
             return self._render_each(topic, partition, c)
-        pieces: list[Any] = []
-        lists: dict[str, list] = {}
-
-        def binary(name: str) -> list[bytes]:
-            if name not in lists:
-                offsets, data = getattr(c, f"{name}_offsets").tolist(), getattr(c, f"{name}_data").tobytes()
-                items = [data[a:b] for a, b in zip(offsets, offsets[1:])]
-                if self.null_str is not None:  # kcat: an empty or null key/value prints -Z's string
-                    items = [v or self.null_str for v in items]
-                lists[name] = items
-            return lists[name]
-
+        pieces: list[Piece] = []
         for token, text in self.fmt:
             if token is Token.STR:
-                pieces.append(repeat(text, n))
-            elif token is Token.PAYLOAD:
-                pieces.append(binary("value"))
-            elif token is Token.KEY:
-                pieces.append(binary("key"))
+                if text:
+                    pieces.append(text)
+            elif token is Token.PAYLOAD or token is Token.KEY:  # kcat: an empty or null one prints -Z's string
+                side = "value" if token is Token.PAYLOAD else "key"
+                pieces.append(Slices(getattr(c, f"{side}_offsets"), getattr(c, f"{side}_data"), self.null_str))
             elif token in (Token.PAYLOAD_LEN, Token.KEY_LEN, Token.PAYLOAD_LEN_BINARY):
                 side = "key" if token is Token.KEY_LEN else "value"
                 offsets = getattr(c, f"{side}_offsets")
                 lengths = offsets[1:] - offsets[:-1]
                 lengths[~getattr(c, f"{side}_valid")] = -1  # kcat: -1 for null
-                pieces.append(list(map((_INT32.pack if token is Token.PAYLOAD_LEN_BINARY else b"%d".__mod__),
-                                       lengths.tolist())))
+                pieces.append(Packed(lengths.astype(">i4")) if token is Token.PAYLOAD_LEN_BINARY else lengths)
             elif token is Token.OFFSET:
-                pieces.append(list(map(b"%d".__mod__, c.offset.tolist())))
+                pieces.append(c.offset)
             elif token is Token.TIMESTAMP:  # librdkafka: 0 for a message without one (magic 0)
-                pieces.append(list(map(b"%d".__mod__, (c.timestamp * (c.timestamp_type >= 0)).tolist())))
+                pieces.append(c.timestamp * (c.timestamp_type >= 0))
             elif token is Token.TOPIC:
-                pieces.append(repeat(topic.encode("utf-8"), n))
+                pieces.append(topic.encode("utf-8"))
             elif token is Token.PARTITION:
-                pieces.append(repeat(b"%d" % partition, n))
+                pieces.append(b"%d" % partition)
             else:  # HEADERS
                 pieces.append(_header_texts(c))
-        if len(pieces) == 1:
-            first = pieces[0]
-            return b"".join(first if not isinstance(first, repeat) else list(first)), []
-        return b"".join(chain.from_iterable(zip(*pieces))), []
+        return interleave(n, pieces), []
 
     def _render_each(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes, list[tuple[int, str]]]:
         if self.json and self.key_decoder is None and self.value_decoder is None:
