@@ -406,3 +406,31 @@ def test_stored_offsets_are_the_groups_commits(broker, logdir) -> None:
     status, got, err = consume(str(served), "-t", "mix", "-p", "1", "-o", "stored", "-G", "g")
     assert (status, got) == (0, b"") and "no committed offset" in err
 
+
+
+def test_a_corrupt_batch_stops_the_read_with_its_file_and_position(tmp_path, logdir) -> None:
+    copy = tmp_path / "logs"
+    shutil.copytree(logdir, copy)
+    whole = consume(str(copy), "-t", "other", "-f", "%o\\n")[1].splitlines()
+    segment = sorted((copy / "other-0").glob("*.log"))[-1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) - 20] ^= 0xFF  # inside the last batch: its CRC no longer matches
+    segment.write_bytes(bytes(data))
+    status, out, err = consume(str(copy), "-t", "other", "-f", "%o\\n")
+    assert status == 1
+    assert str(segment) in err and "position" in err, err
+    printed = out.splitlines()
+    assert printed == whole[:len(printed)] and len(printed) < len(whole)
+
+
+def test_progress_line_on_a_terminal(logdir) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+    assert main(["consume", str(logdir), "-t", "*"], stdout=out, stderr=err) == 0
+    assert "consume [" in err.getvalue() and err.getvalue().endswith("\r")  # drawn, then blanked
+    status, _, err_text = consume(str(logdir), "-t", "*")  # not a terminal: nothing
+    assert status == 0 and err_text == ""
