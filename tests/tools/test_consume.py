@@ -434,3 +434,38 @@ def test_progress_line_on_a_terminal(logdir) -> None:
     assert "consume [" in err.getvalue() and err.getvalue().endswith("\r")  # drawn, then blanked
     status, _, err_text = consume(str(logdir), "-t", "*")  # not a terminal: nothing
     assert status == 0 and err_text == ""
+
+
+def test_follow_ends_at_the_count_and_at_the_stop_time(tmp_path) -> None:
+    """``--follow`` with ``-c`` ends once the count is printed, and with ``e@`` once every
+    partition reached the stop time, both while the writer goes on."""
+    directory = tmp_path / "logs" / "f-0"
+    log = Log.open(directory, LogConfig(segment_bytes=700))
+    _consume.FOLLOW_STOP.clear()
+    runs: dict[str, tuple] = {}
+
+    def run(name: str, *args: str) -> threading.Thread:
+        def target() -> None:
+            runs[name] = consume(str(tmp_path / "logs"), "--follow", "--poll-interval", "10", "-f", "%o\\n", *args)
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    try:
+        for i in range(3):
+            b = RecordBatchBuilder(2)
+            b.append(None, b"v", timestamp=T0 + i)
+            log.append(b.build())
+        threads = [run("count", "-c", "8"), run("stop", "-o", f"e@{T0 + 10}")]
+        for i in range(3, 20):
+            b = RecordBatchBuilder(2)
+            b.append(None, b"v", timestamp=T0 + i)
+            log.append(b.build())
+        for t in threads:
+            t.join(scaled(30))
+            assert not t.is_alive()
+    finally:
+        _consume.FOLLOW_STOP.set()
+        log.close()
+    assert runs["count"][:2] == (0, b"".join(b"%d\n" % i for i in range(8)))
+    assert runs["stop"][:2] == (0, b"".join(b"%d\n" % i for i in range(10)))
