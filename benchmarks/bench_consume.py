@@ -1,7 +1,7 @@
 """``kafkalog consume -f '%s\\n'`` on a partition directory against kcat consuming the same
 partition from ``kafkalog broker``: records/s, one run each (issue 28).
 
-A partition of ``--records`` records (``--value-size`` random bytes each, keys ``key-<i>``, v2
+A partition of ``--records`` records (``--value-size`` random base64 text each, keys ``key-<i>``, v2
 batches of ``--batch-records``, ``--codec``) is written once through ``Log``; then, output to
 /dev/null, from a warm page cache:
 
@@ -20,6 +20,7 @@ batches of ``--batch-records``, ``--codec``) is written once through ``Log``; th
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import shutil
 import subprocess
@@ -44,12 +45,12 @@ def write_partition(directory: Path, records: int, value_size: int, per_batch: i
     """The benchmark's partition; its size in bytes."""
     log = Log.open(directory, LogConfig(segment_bytes=256 << 20))
     try:
-        payload = os.urandom(value_size * per_batch)
+        payload = base64.b64encode(os.urandom(value_size * per_batch))  # text: JSON copies it as it is
         for start in range(0, records, per_batch):
             b = RecordBatchBuilder(2, codec)
             for i in range(start, min(records, start + per_batch)):
                 at = (i - start) * value_size
-                b.append(b"key-%d" % i, payload[at:at + value_size].replace(b"\n", b" "), timestamp=T0 + i)
+                b.append(b"key-%d" % i, payload[at:at + value_size], timestamp=T0 + i)
             log.append(b.build())
     finally:
         log.close()

@@ -65,3 +65,22 @@ def test_pieces_must_have_every_record() -> None:
     with pytest.raises(ValueError, match="2 entries, not 3"):
         il.interleave(3, [np.array([1, 2], np.int64)])
     assert il.interleave(0, [b"x"]) == b""
+
+
+def _quoted(data: bytes) -> bytes:
+    return b'"' + data.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
+
+
+@pytest.mark.parametrize("path", ["arrow", "numpy"])
+@given(values=st.lists(st.one_of(st.none(), st.binary(max_size=8), st.sampled_from([b"plain", b"a\"b", b"\x01"])),
+                       min_size=1, max_size=30))
+def test_json_strings_escape_only_what_must_be(path, values) -> None:
+    offsets, data, valid = binary_from_list(values)
+    pieces = [b"<", *il.json_strings(offsets, data, valid, _quoted), b">"]
+    n = len(values)
+    if path == "arrow":
+        pytest.importorskip("pyarrow")
+        got = il._by_arrow(n, pieces, il._arrow_take())
+    else:
+        got = il._by_numpy(n, pieces)
+    assert bytes(got) == b"".join(b"<" + (b"null" if v is None else _quoted(v)) + b">" for v in values)

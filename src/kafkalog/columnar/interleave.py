@@ -11,7 +11,7 @@ Without pyarrow, numpy gathers the bytes through an index per output byte.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,16 @@ class Slices:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """Entry ``i`` of ``first``, or, where ``pick_second[i]``, the next entry of ``second``
+    (which holds one entry for each True, in order)."""
+
+    first: Slices
+    second: Slices
+    pick_second: np.ndarray
+
+
+@dataclass(frozen=True)
 class Packed:
     """Numbers as a piece, each as its bytes in the array's own type (``>i4``: 4 bytes big-endian)."""
 
@@ -40,7 +50,7 @@ class Packed:
 
 #: One piece of every record: a constant, a binary column, a list of bytes, int64 numbers
 #: written in decimal, or numbers as their bytes.
-Piece = bytes | Slices | list | np.ndarray | Packed
+Piece = bytes | Slices | Choice | list | np.ndarray | Packed
 
 
 def _as_slices(p: list | Packed) -> Slices:
@@ -62,7 +72,8 @@ def interleave(n: int, pieces: Sequence[Piece]) -> bytes | memoryview:
         return b""
     pieces = [_as_slices(p) if isinstance(p, (list, Packed)) else p for p in pieces]
     for p in pieces:
-        size = len(p.offsets) - 1 if isinstance(p, Slices) else None if isinstance(p, bytes) else len(p)
+        size = (len(p.offsets) - 1 if isinstance(p, Slices) else len(p.pick_second) if isinstance(p, Choice)
+                else None if isinstance(p, bytes) else len(p))
         if size is not None and size != n:
             raise ValueError(f"a piece has {size} entries, not {n}")
     take = _arrow_take()
@@ -83,10 +94,17 @@ def _by_arrow(n: int, pieces: Sequence[Piece], take: Any) -> memoryview:
             index[:, j] = base
             base += 1
             continue
+        if isinstance(p, Choice):
+            arrays.append(_arrow_binary(pa, p.first))
+            arrays.append(_arrow_binary(pa, p.second))
+            second = len(p.second.offsets) - 1
+            rank = np.cumsum(p.pick_second) - 1
+            index[:, j] = np.where(p.pick_second, base + n + rank, rows + base)
+            base += n + second
+            continue
         if isinstance(p, Slices):
             offsets = np.ascontiguousarray(p.offsets, np.int64)
-            arrays.append(pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets),
-                                                                       pa.py_buffer(np.ascontiguousarray(p.data))]))
+            arrays.append(_arrow_binary(pa, p))
             column = rows + base
             base += n
             if p.empty is not None:
@@ -104,6 +122,12 @@ def _by_arrow(n: int, pieces: Sequence[Piece], take: Any) -> memoryview:
     return memoryview(taken.buffers()[2])[int(offsets[0]):int(offsets[-1])]
 
 
+def _arrow_binary(pa: Any, p: Slices) -> Any:
+    offsets = np.ascontiguousarray(p.offsets, np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(p.data))])
+
+
 def _by_numpy(n: int, pieces: Sequence[Piece]) -> bytes:
     buffers, starts, lengths = [], [], []
     base = 0
@@ -116,6 +140,19 @@ def _by_numpy(n: int, pieces: Sequence[Piece]) -> bytes:
             starts.append(np.full(n, base, np.int64))
             lengths.append(np.full(n, len(p), np.int64))
             base += len(p)
+            continue
+        if isinstance(p, Choice):
+            first, second = np.asarray(p.first.offsets, np.int64), np.asarray(p.second.offsets, np.int64)
+            buffers += [np.asarray(p.first.data, np.uint8), np.asarray(p.second.data, np.uint8)]
+            rank = np.cumsum(p.pick_second) - 1
+            at = np.clip(rank, 0, None)
+            other = base + len(p.first.data)
+            start = np.where(p.pick_second, other + second[:-1][at] if len(second) > 1 else other, first[:-1] + base)
+            length = np.where(p.pick_second, (second[1:] - second[:-1])[at] if len(second) > 1 else 0,
+                              first[1:] - first[:-1])
+            base = other + len(p.second.data)
+            starts.append(start)
+            lengths.append(length)
             continue
         offsets = np.asarray(p.offsets, np.int64)
         buffers.append(np.asarray(p.data, np.uint8))
@@ -136,3 +173,25 @@ def _by_numpy(n: int, pieces: Sequence[Piece]) -> bytes:
         return b""
     index = np.repeat(start - out[:-1], length) + np.arange(total, dtype=np.int64)
     return source[index].tobytes()
+
+
+def json_strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray,
+                 escape: Callable[[bytes], bytes]) -> list[Piece]:
+    """A binary column as JSON values, as pieces for :func:`interleave`: ``"<bytes>"``, or
+    ``null`` for a null entry. Only the entries holding a byte JSON must escape (``"``, ``\\``,
+    below 0x20) go through ``escape`` (bytes -> the quoted JSON string), one call each; the
+    others are copied as they are between two quotes."""
+    data = np.asarray(data, np.uint8)
+    special = np.zeros(len(data) + 1, np.int64)
+    np.cumsum((data < 0x20) | (data == 0x22) | (data == 0x5C), out=special[1:])
+    plain = valid & (special[offsets[1:]] == special[offsets[:-1]])
+    if plain.all():
+        return [b'"', Slices(offsets, data), b'"']
+    quotes = plain.astype(np.int64)
+    quote = Slices(offsets_from_lengths(quotes), np.frombuffer(b'"' * int(quotes.sum()), np.uint8))
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    others = [escape(raw[bounds[i]:bounds[i + 1]]) if ok else b"null"
+              for i, ok in zip(np.flatnonzero(~plain).tolist(), valid[~plain].tolist())]
+    replaced = binary_from_list(others)
+    return [quote, Choice(Slices(offsets, data), Slices(replaced[0], replaced[1]), ~plain), quote]

@@ -38,7 +38,7 @@ from itertools import chain, repeat
 from typing import Any
 
 from ..columnar import RecordColumns
-from ..columnar.interleave import Packed, Piece, Slices, interleave
+from ..columnar.interleave import Packed, Piece, Slices, interleave, json_strings
 from ..schema_registry import to_json
 
 
@@ -328,7 +328,7 @@ class KcatOutput:
                 pieces.append(_header_texts(c))
         return interleave(n, pieces), []
 
-    def _render_each(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes, list[tuple[int, str]]]:
+    def _render_each(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes | memoryview, list[tuple[int, str]]]:
         if self.json and self.key_decoder is None and self.value_decoder is None:
             return self._json_columns(topic, partition, c), []
         keys = _binary_list(c, "key")
@@ -348,20 +348,28 @@ class KcatOutput:
             failures.extend((offsets[i], e) for e in errors)
         return b"".join(out), failures
 
-    def _json_columns(self, topic: str, partition: int, c: RecordColumns) -> bytes:
-        """``-J`` without decoders: :meth:`json_record`'s envelope, each field rendered for
-        the whole column first."""
-        head = b'{"topic":' + yajl_string(topic.encode("utf-8")) + b',"partition":%d,"offset":' % partition
-        offsets = list(map(b"%d".__mod__, c.offset.tolist()))
-        stamps = [b',"tstype":"create","ts":%d,"broker":-1' % ts if ty == 0 else
-                  b',"tstype":"logappend","ts":%d,"broker":-1' % ts if ty == 1 else b',"broker":-1'
-                  for ts, ty in zip(c.timestamp.tolist(), c.timestamp_type.tolist())]
-        headers = [b',"headers":[' + b",".join(yajl_string(name) + b"," + (yajl_string(v) if v is not None else b"null")
-                                               for name, v in hs) + b"]" if hs else b"" for hs in _header_lists(c)]
-        keys = [b',"key":' + (yajl_string(k) if k is not None else b"null") for k in _binary_list(c, "key")]
-        values = [b',"payload":' + (yajl_string(v) if v is not None else b"null") + b"}" for v in _binary_list(c, "value")]
-        tail = self.json_trailer
-        return b"".join(chain.from_iterable(zip(repeat(head), offsets, stamps, headers, keys, values, repeat(tail))))
+    def _json_columns(self, topic: str, partition: int, c: RecordColumns) -> bytes | memoryview:
+        """``-J`` without decoders: :meth:`json_record`'s envelope, rendered a column at a time
+        (only keys and values holding bytes JSON escapes are escaped one by one)."""
+        pieces: list[Piece] = [b'{"topic":' + yajl_string(topic.encode("utf-8")) + b',"partition":%d,"offset":' % partition,
+                               c.offset]
+        types = c.timestamp_type
+        if (types == 0).all():
+            pieces += [b',"tstype":"create","ts":', c.timestamp, b',"broker":-1']
+        elif (types == 1).all():
+            pieces += [b',"tstype":"logappend","ts":', c.timestamp, b',"broker":-1']
+        else:  # magic 0 messages (no timestamp) among others: record by record
+            pieces.append([b',"tstype":"%s","ts":%d,"broker":-1' % (b"create" if ty == 0 else b"logappend", ts)
+                           if ty >= 0 else b',"broker":-1' for ts, ty in zip(c.timestamp.tolist(), types.tolist())])
+        if c.headers_valid is not None and c.headers_valid.any():
+            pieces.append([b',"headers":[' + b",".join(yajl_string(name) + b"," + (yajl_string(v) if v is not None else b"null")
+                                                       for name, v in hs) + b"]" if hs else b"" for hs in _header_lists(c)])
+        pieces.append(b',"key":')
+        pieces += json_strings(c.key_offsets, c.key_data, c.key_valid, yajl_string)
+        pieces.append(b',"payload":')
+        pieces += json_strings(c.value_offsets, c.value_data, c.value_valid, yajl_string)
+        pieces.append(b"}" + self.json_trailer)
+        return interleave(len(c), pieces)
 
     # -- one record ---------------------------------------------------------------------------------
 
