@@ -222,13 +222,11 @@ def discover(path: str, globs: list[str] | None, partitions: list[int] | None) -
 
 
 class _Reader:
-    """Reads partitions and hands their records, as columns, to ``emit``."""
+    """Reads partitions: their bounds, where ``-o`` starts, their records as columns."""
 
-    def __init__(self, *, committed: bool, show_control: bool, stop_ms: int | None,
-                 progress: Callable[[int], None] | None) -> None:
+    def __init__(self, *, committed: bool, show_control: bool, progress: Callable[[int], None] | None) -> None:
         self.committed = committed
         self.show_control = show_control
-        self.stop_ms = stop_ms
         self.progress = progress
 
     def view(self, p: _Partition) -> PartitionView:
@@ -429,8 +427,7 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     if not a.follow and _stdout_is_not_tty(tool.out):
         total = sum(size for p in parts for name, size in p.directory.files().items() if name.endswith(".log"))
         bar = tool.progress(total, "consume")
-    reader = _Reader(committed=a.isolation == "read_committed", show_control=a.show_control, stop_ms=stop_ms,
-                     progress=bar)
+    reader = _Reader(committed=a.isolation == "read_committed", show_control=a.show_control, progress=bar)
     count = [0]
 
     def emit(p: _Partition, columns: RecordColumns) -> None:
@@ -442,18 +439,15 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
                 columns = columns.slice(0, int(reached[0]))
                 p.done = True
                 n = len(columns)
-        if a.count > 0 and count[0] + n >= a.count:
+        last = a.count > 0 and count[0] + n >= a.count  # kcat's -c: records over all partitions
+        if last:
             columns = columns.slice(0, a.count - count[0])
-            n = len(columns)
-            data, failures = output.render_columns(p.topic, p.partition, columns)
-            write(data)
-            report(failures)
-            count[0] += n
-            raise _Stop
         data, failures = output.render_columns(p.topic, p.partition, columns)
         write(data)
         report(failures)
-        count[0] += n
+        count[0] += len(columns)
+        if last:
+            raise _Stop
 
     def report(failures: list[tuple[int, str]]) -> None:
         for _, message in failures:
