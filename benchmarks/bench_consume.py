@@ -106,7 +106,7 @@ def main() -> None:
                     seconds, lines = timed(base + extra)
                     rows.append([name, f"{lines:,}", f"{seconds:.2f}", f"{lines / seconds:,.0f}"])
     cpu, _ = cpu_facts()
-    print(f"kafkalog {git_describe(Path(kafkalog.__file__))} on {cpu}; {records:,} records of {a.value_size} B, {a.batch_records} per batch, "
+    print(f"kafkalog {git_describe(Path(kafkalog.__file__).parent)} on {cpu}; {records:,} records of {a.value_size} B, {a.batch_records} per batch, "
           f"codec {a.codec}, {size / 1e6:.0f} MB; one run each, page cache warm")
     print(table(["reader", "records", "seconds", "records/s"], rows))
 
