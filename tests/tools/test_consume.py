@@ -469,3 +469,22 @@ def test_follow_ends_at_the_count_and_at_the_stop_time(tmp_path) -> None:
         log.close()
     assert runs["count"][:2] == (0, b"".join(b"%d\n" % i for i in range(8)))
     assert runs["stop"][:2] == (0, b"".join(b"%d\n" % i for i in range(10)))
+
+
+def test_ctrl_c_ends_follow_cleanly(logdir) -> None:
+    """SIGINT (Ctrl-C) ends ``--follow`` with exit status 0 and no message, after what was read."""
+    import signal
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.Popen([sys.executable, "-m", "kafkalog", "consume", str(logdir), "-t", "other", "--follow",
+                          "--poll-interval", "20", "-f", "%o\\n"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert p.stdout is not None
+        lines = [p.stdout.readline() for _ in range(40)]  # every record, then it polls
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=scaled(30))
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0 and err == b"" and rest == b""
+    assert lines == [b"%d\n" % i for i in range(40)]
