@@ -10,6 +10,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import SHARED_CORPUS
 from kafkalog import SchemaError, open_schema_store
@@ -146,3 +148,56 @@ def test_a_registry_that_does_not_answer_in_time(registry_data):
         store = RegistrySchemaStore(f"http://127.0.0.1:{server.getsockname()[1]}", timeout=0.5)
         with pytest.raises(SchemaError, match="cannot reach the schema registry.*timed out"):
             store.schema(1)
+
+_OPS = st.lists(st.tuples(st.sampled_from(["register", "soft", "tombstone", "delete_subject", "clear"]),
+                          st.sampled_from(["a-value", "b-value"]), st.integers(1, 3)), max_size=25)
+
+
+@given(_OPS)
+def test_replay_matches_the_registrys_rules(ops):
+    """Any sequence of registrations, soft deletes, tombstones, DELETE_SUBJECT and CLEAR_SUBJECT
+    leaves what the registry's cache would hold: live versions per subject, ids readable while
+    any version (deleted or not) keeps them."""
+    model: dict[tuple[str, int], tuple[int, bool]] = {}
+    records = []
+    for op, subject, version in ops:
+        schema_id = 100 + version + (10 if subject == "b-value" else 0)
+        schema = Schema(schema_id, f'"v{version}"', subject=subject, version=version)
+        if op == "register":
+            records.append(schema_record(schema))
+            model[(subject, version)] = (schema_id, False)
+        elif op == "soft":
+            records.append(schema_record(schema, deleted=True))
+            model[(subject, version)] = (schema_id, True)
+        elif op == "tombstone":
+            records.append((schema_record(schema)[0], None))
+            model.pop((subject, version), None)
+        elif op == "delete_subject":
+            records.append(_rec("DELETE_SUBJECT", {"subject": subject, "version": version}, subject=subject, magic=0))
+            for (s, v), (i, _) in list(model.items()):
+                if s == subject and v <= version:
+                    model[(s, v)] = (i, True)
+        else:
+            records.append(_rec("CLEAR_SUBJECT", {"subject": subject}, subject=subject, magic=0))
+            model = {k: v for k, v in model.items() if not (k[0] == subject and v[1])}
+    store = TopicSchemaStore.from_records(records)
+    for subject in ("a-value", "b-value"):
+        live = sorted(v for (s, v), (_, deleted) in model.items() if s == subject and not deleted)
+        assert store.versions(subject) == live
+        if live:
+            assert store.subject_version(subject).version == live[-1]
+        else:
+            with pytest.raises(UnknownSchemaError):
+                store.subject_version(subject)
+    for schema_id in {100 + v + d for v in (1, 2, 3) for d in (0, 10)}:
+        kept = [k for k, (i, _) in model.items() if i == schema_id]
+        if kept:
+            assert store.schema(schema_id).id == schema_id
+        else:
+            with pytest.raises(UnknownSchemaError):
+                store.schema(schema_id)
+
+
+def test_another_topic_is_not_taken_for_schemas(registry_data):
+    with pytest.raises(SchemaError, match="orders-0 is not a Schema Registry topic: none of its 7 records"):
+        open_schema_store(registry_data.log_dir / "orders-0")

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import SchemaDecodeError, SchemaError
 from .extras import require
 from .schema import AVRO, Schema
 from .store import SchemaStore
-from .wire import Framed, unframe
+from .wire import HEADER, Framed, unframe
 
 
 def parse_avro(store: SchemaStore | None, schema: Schema) -> Any:
@@ -68,6 +69,41 @@ class AvroPayloadDecoder:
             parsed = self._writers[schema.id] = parse_avro(self.store, schema)
         return parsed
 
+    def reader_for(self, schema: Schema) -> Callable[[bytes | memoryview], Any]:
+        """A function decoding whole wire-format values written with ``schema`` (its header
+        already checked by the caller): the per-record path, with everything looked up once."""
+        writer = self.writer(schema)
+        reader = self.reader()
+        target = None if reader is None or reader[0].id == schema.id else reader[1]
+        schemaless_reader = self._fastavro.schemaless_reader
+        fail = self._failure
+
+        def read(data: bytes | memoryview) -> Any:
+            buf = io.BytesIO(data)
+            buf.seek(HEADER.size)
+            try:
+                obj = schemaless_reader(buf, writer, target)
+            except Exception as e:  # EOFError, UnicodeDecodeError, SchemaResolutionError, IndexError, ...
+                raise fail(e, schema, len(data) - HEADER.size) from None
+            if buf.tell() != len(data):
+                raise fail(None, schema, len(data) - HEADER.size, len(data) - buf.tell())
+            return obj
+
+        return read
+
+    def _failure(self, e: Exception | None, schema: Schema, size: int, left: int = 0) -> SchemaDecodeError:
+        subject = self.subject or schema.subject
+        if e is None:
+            return SchemaDecodeError(f"{left} bytes left after the Avro record ({size} bytes): the payload is "
+                                     "not what its writer schema describes", schema_id=schema.id, subject=subject)
+        if type(e).__name__ == "SchemaResolutionError":
+            reader = self.reader()
+            what = f"does not resolve to the reader schema (id {reader[0].id if reader else '?'})"
+        else:
+            what = "does not decode with its writer schema"
+        return SchemaDecodeError(f"the Avro payload ({size} bytes) {what}: {type(e).__name__}: {e}",
+                                 schema_id=schema.id, subject=subject)
+
     def decode_framed(self, data: bytes | memoryview, schema: Schema | None = None) -> Any:
         """The record in ``data`` (wire format); ``schema`` is the id's schema if already known."""
         return self.decode_payload(unframe(data), schema)
@@ -76,25 +112,15 @@ class AvroPayloadDecoder:
         """The record in the payload of ``framed``; ``schema`` is the id's schema if known."""
         if schema is None:
             schema = self.store.schema(framed.schema_id)
-        writer = self._writers.get(schema.id) or self.writer(schema)
-        reader = self._reader if self._reader is not None or self.subject is None else self.reader()
-        fastavro = self._fastavro
+        writer = self.writer(schema)
+        reader = self.reader()
         payload = framed.payload
         buf = io.BytesIO(payload)
-        subject = self.subject or schema.subject
         try:
-            if reader is None or reader[0].id == schema.id:
-                obj = fastavro.schemaless_reader(buf, writer, None)
-            else:
-                obj = fastavro.schemaless_reader(buf, writer, reader[1])
+            obj = self._fastavro.schemaless_reader(
+                buf, writer, None if reader is None or reader[0].id == schema.id else reader[1])
         except Exception as e:  # EOFError, UnicodeDecodeError, SchemaResolutionError, IndexError, ...
-            kind = "does not resolve to" if type(e).__name__ == "SchemaResolutionError" else "does not decode with"
-            target = f"the reader schema (id {reader[0].id})" if kind.startswith("does not resolve") else "its writer schema"
-            raise SchemaDecodeError(f"the Avro payload ({len(payload)} bytes) {kind} {target}: "
-                                    f"{type(e).__name__}: {e}", schema_id=schema.id, subject=subject) from None
-        left = len(payload) - buf.tell()
-        if left:
-            raise SchemaDecodeError(f"{left} bytes left after the Avro record ({len(payload)} bytes): the "
-                                    "payload is not what its writer schema describes",
-                                    schema_id=schema.id, subject=subject)
+            raise self._failure(e, schema, len(payload)) from None
+        if buf.tell() != len(payload):
+            raise self._failure(None, schema, len(payload), len(payload) - buf.tell())
         return obj

@@ -31,7 +31,7 @@ from typing import Any
 from ..errors import SchemaDecodeError, SchemaError
 from .schema import AVRO, JSON, PROTOBUF, Schema
 from .store import SchemaStore
-from .wire import is_framed, unframe
+from .wire import HEADER, MAGIC_BYTE, is_framed, unframe
 
 #: The formats :func:`make_decoder` knows.
 FORMATS = ("avro", "protobuf", "json", "string", "bytes", "registry")
@@ -168,6 +168,7 @@ class RegistryDecoder(Decoder):
         self.validate = validate
         self._by_type: dict[str, Any] = {}
         self._schemas: dict[int, Schema] = {}  # by id: a registered id never changes its schema
+        self._fast: dict[int, Any] = {}  # Avro ids seen: the whole per-record path in one function
 
     def _type_decoder(self, schema_type: str, schema_id: int) -> Any:
         decoder = self._by_type.get(schema_type)
@@ -204,6 +205,10 @@ class RegistryDecoder(Decoder):
         return schema
 
     def _decode(self, data: bytes | memoryview) -> Any:
+        if len(data) >= HEADER.size and data[0] == MAGIC_BYTE:
+            fast = self._fast.get(int.from_bytes(data[1:HEADER.size], "big"))
+            if fast is not None:
+                return fast(data)
         framed = unframe(data)
         schema = self._schema(framed.schema_id)
         expected = _SCHEMA_TYPES.get(self.format)
@@ -213,6 +218,7 @@ class RegistryDecoder(Decoder):
                                     schema_id=framed.schema_id, subject=schema.subject)
         decoder = self._by_type.get(schema.schema_type) or self._type_decoder(schema.schema_type, framed.schema_id)
         if schema.schema_type == AVRO:
+            self._fast[framed.schema_id] = decoder.reader_for(schema)
             return decoder.decode_payload(framed, schema)
         if schema.schema_type == JSON:
             return decoder._decode(data)

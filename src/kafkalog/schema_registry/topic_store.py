@@ -64,6 +64,7 @@ class TopicSchemaStore(SchemaStore):
     Attributes:
         location: the partition directory read (or ``"<records>"``).
         skipped: records skipped because the registry could not have read them.
+        applied: records applied.
         configs: ``CONFIG`` values by subject (None: the global one).
         modes: ``MODE`` values by subject.
     """
@@ -71,6 +72,7 @@ class TopicSchemaStore(SchemaStore):
     def __init__(self, location: str = "<records>") -> None:
         self.location = location
         self.skipped = 0
+        self.applied = 0
         self.configs: dict[str | None, dict[str, Any]] = {}
         self.modes: dict[str | None, dict[str, Any]] = {}
         self._versions: dict[tuple[str, int], Schema] = {}
@@ -92,6 +94,9 @@ class TopicSchemaStore(SchemaStore):
                         store.apply(record.key, record.value)
         except (KafkalogError, OSError) as e:
             raise SchemaError(f"cannot read the schemas in {directory}: {e}") from e
+        if store.skipped and not store.applied:
+            raise SchemaError(f"{directory} is not a Schema Registry topic: none of its {store.skipped} records "
+                              "has the registry's key format")
         return store
 
     @classmethod
@@ -113,6 +118,7 @@ class TopicSchemaStore(SchemaStore):
         if value is not None and v is None:
             self.skipped += 1  # a value the registry's serializer rejects
             return
+        self.applied += 1
         try:
             if keytype == SCHEMA:
                 self._apply_schema(str(k["subject"]), int(k["version"]), v)
@@ -128,8 +134,10 @@ class TopicSchemaStore(SchemaStore):
                 self._keep(self.modes, k.get("subject"), v)
             elif keytype != NOOP:
                 self.skipped += 1  # a key type of a newer registry (CONTEXT, ...)
+                self.applied -= 1
         except (KeyError, TypeError, ValueError):
             self.skipped += 1
+            self.applied -= 1
 
     @staticmethod
     def _keep(table: dict[str | None, dict[str, Any]], subject: Any, value: dict[str, Any] | None) -> None:

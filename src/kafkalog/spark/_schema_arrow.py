@@ -373,7 +373,7 @@ class Decoding:
             typ, convert, message = types[side]
             arrays[i], error = decode_column(batch.column(i), dec, typ, convert, message)
             errors.append((f"{side}Error", error))
-        fields = [pa.field(n, a.type) for n, a in zip(names, arrays)]
+        fields = [pa.field(n, a.type) for n, a in zip(names, arrays, strict=True)]
         for name, error in errors:
             arrays.append(error)
             fields.append(pa.field(name, pa.string()))
