@@ -488,3 +488,35 @@ def test_ctrl_c_ends_follow_cleanly(logdir) -> None:
             p.kill()
     assert p.returncode == 0 and err == b"" and rest == b""
     assert lines == [b"%d\n" % i for i in range(40)]
+
+
+@pytest.mark.parametrize("args", [
+    ["-s", "key=i", "-s", "value=<hBs"], ["-s", "c$"], ["-s", "value=s", "-f", "%s|%k\\n"], ["-s", "key=Q", "-Z"],
+    ["-s", "bB bB", "-K", "="], ["-s", "value=iI", "-K", "-"], ["-s", "value=>q$", "-J"], ["-s", "key=i", "-J", "-Z"],
+], ids=" ".join)
+def test_pack_formats_as_kcat(broker, logdir, args) -> None:
+    """kcat's ``-s`` pack formats: the same output and the same error for a record that does not
+    unpack. kcat stops there (exit status 1, unless -E); consume goes on with the next record."""
+    r = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", "mix", "-p", "0", "-e", "-q", *args],
+                       capture_output=True, timeout=scaled(60))
+    status, out, err = consume(str(logdir), "-t", "mix", "-p", "0", *args)
+    expected = r.stdout.replace(b',"broker":0,', b',"broker":-1,')
+    kcat_errors = [line.removesuffix(": terminating") for line in r.stderr.decode().splitlines()
+                   if line.startswith("% ERROR")]
+    if not kcat_errors:
+        assert (status, out, err) == (0, expected, "")
+        return
+    assert r.returncode == 1 and len(kcat_errors) == 1
+    assert out.startswith(expected) and len(out) > len(expected)
+    assert err.splitlines()[0] == kcat_errors[0] and status == 1
+    # the rest is what kcat -E prints (it goes on too)
+    r = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", "mix", "-p", "0", "-e", "-q", "-E", *args],
+                       capture_output=True, timeout=scaled(60))
+    assert out == r.stdout.replace(b',"broker":0,', b',"broker":-1,')
+    assert err.splitlines() == [line for line in r.stderr.decode().splitlines() if line.startswith("% ERROR")]
+
+
+def test_pack_format_errors_are_usage_errors(logdir) -> None:
+    for spec, message in (("key=", "key pack-format must not be empty"), ("x", "Invalid token 'x' in key pack-format")):
+        status, out, err = consume(str(logdir), "-t", "mix", "-s", spec)
+        assert status == 2 and out == b""

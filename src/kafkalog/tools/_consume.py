@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -38,7 +39,16 @@ from ..resync import BAD_BATCH_ERRORS
 from ..errors import SchemaError
 from ..schema_registry import FORMATS, make_decoder, open_schema_store
 from ..transaction_tracker import AbortedFilter
-from ._kcat_format import Decode, KcatFormatError, KcatOutput, default_format, parse_delim, parse_format
+from ._kcat_format import (
+    Decode,
+    KcatFormatError,
+    KcatOutput,
+    check_pack,
+    default_format,
+    parse_delim,
+    parse_format,
+    unpack,
+)
 from ._tool import _Tool
 
 #: Bytes of consecutive batches read with one read and decoded together.
@@ -88,12 +98,12 @@ _VALUED = frozenset({"-t", "-p", "-o", "-c", "-f", "-D", "-K", "-s", "-r", "-G"}
 
 
 def getopt_values(argv: list[str]) -> list[str]:
-    """``argv`` with each short option's value attached (``-D --`` as ``-D--``), as kcat's
-    getopt reads them."""
+    """``argv`` with each short option's value that starts with a dash attached (``-D --`` as
+    ``-D--``), so argparse reads it as getopt does: as the value."""
     out: list[str] = []
     i = 0
     while i < len(argv):
-        if argv[i] in _VALUED and i + 1 < len(argv):
+        if argv[i] in _VALUED and i + 1 < len(argv) and argv[i + 1].startswith("-"):
             out.append(argv[i] + argv[i + 1])
             i += 2
         else:
@@ -158,7 +168,8 @@ def add_consume_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("-K", "--key-delimiter", metavar="DELIM", help="print keys before values, separated by DELIM (without -f)")
     parser.add_argument("-Z", "--null", action="store_true", help='print null (and empty) keys and values as "NULL"')
     parser.add_argument("-s", "--schema", action="append", metavar="[key=|value=]FORMAT",
-                        help="decode keys and/or values: avro, protobuf, json, string, bytes or registry (repeatable)")
+                        help="decode keys and/or values: avro, protobuf, json, string, bytes, registry, or one of kcat's "
+                        "pack formats (<>bBhHiIqQcs$, e.g. key=q) (repeatable)")
     parser.add_argument("-r", "--schemas", metavar="DIR|URL",
                         help="the schemas: a _schemas partition directory, a log directory holding _schemas-0, or a "
                         "Schema Registry URL (default: _schemas-0 of the log directory read)")
@@ -350,34 +361,40 @@ class _Reader:
 # -- the command -----------------------------------------------------------------------------------
 
 
-def _decoders(a: argparse.Namespace, root: Location, parser: argparse.ArgumentParser) -> tuple[Decode, Decode]:
-    """The ``-s`` decoders of keys and values (None: bytes as they are), from
-    :mod:`kafkalog.schema_registry`; the schemas from ``-r``, else the ``_schemas-0`` partition
-    of the log directory read (needed by avro, protobuf and registry; json uses it when there).
+def _decoders(a: argparse.Namespace, root: Location) -> tuple[Decode, Decode, bool, bool]:
+    """The ``-s`` decoders of keys and values (None: bytes as they are), and for each whether
+    it is one of kcat's pack formats (``-s key=i``), which kcat leaves out of ``-J``. Formats
+    are :mod:`kafkalog.schema_registry`'s, with the schemas from ``-r``, else the ``_schemas-0``
+    partition of the log directory read (needed by avro, protobuf and registry; json uses it
+    when there).
 
     Raises:
+        KcatFormatError: a pack format kcat refuses.
         SchemaError: the schemas cannot be read.
     """
-    if not a.schema:
-        return None, None
     wanted: dict[str, str] = {}
-    for spec in a.schema:
+    for spec in a.schema or ():
         side, _, fmt = spec.partition("=") if spec.startswith(("key=", "value=")) else ("", "", spec)
         for s in ((side,) if side else ("key", "value")):
-            wanted[s] = fmt.lower()
-    for fmt in wanted.values():
-        if fmt not in FORMATS:
-            parser.error(f"-s: unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+            wanted[s] = fmt
+    packs = {side: fmt for side, fmt in wanted.items() if fmt.lower() not in FORMATS}
+    for side, fmt in packs.items():
+        check_pack(side, fmt)
     store = None
-    needs = {f for f in wanted.values() if f not in ("string", "bytes")}
+    needs = {f.lower() for side, f in wanted.items() if side not in packs and f.lower() not in ("string", "bytes")}
     if needs:
         try:
             store = open_schema_store(a.schemas if a.schemas is not None else str(root))
         except SchemaError:
             if a.schemas is not None or needs - {"json"}:
                 raise  # plain JSON needs no schemas; the others do
-    out: dict[str, Decode] = {side: make_decoder(fmt, store).decode for side, fmt in wanted.items()}
-    return out.get("key"), out.get("value")
+    out: dict[str, Decode] = {}
+    for side, fmt in wanted.items():
+        if side in packs:
+            out[side] = functools.partial(unpack, fmt, what=side)
+        else:
+            out[side] = make_decoder(fmt.lower(), store).decode
+    return out.get("key"), out.get("value"), "key" in packs, "value" in packs
 
 
 def _write_bytes(out: IO[str]) -> Callable[[bytes], None]:
@@ -406,7 +423,13 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     if start.kind == _STORED and a.group is None:
         parser.error("-o stored needs -G GROUP: the group whose committed offsets to start at")
     root, parts = discover(a.path, a.topic, a.partition)
-    key_decoder, value_decoder = _decoders(a, root, parser)
+    try:
+        key_decoder, value_decoder, key_packed, value_packed = _decoders(a, root)
+    except KcatFormatError as e:
+        parser.error(str(e))
+    if a.json:  # kcat's -J prints pack-formatted keys and values as their bytes
+        key_decoder = None if key_packed else key_decoder
+        value_decoder = None if value_packed else value_decoder
     output = KcatOutput(fmt, json_envelope=a.json, null_str=b"NULL" if a.null else None,
                         key_decoder=key_decoder, value_decoder=value_decoder)
     stored: dict[tuple[str, int], int] = {}

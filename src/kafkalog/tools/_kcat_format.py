@@ -255,6 +255,71 @@ def schema_id(data: bytes | None) -> int | None:
     return _INT32.unpack_from(data, 1)[0]
 
 
+# -- kcat's pack formats (-s key=i) ------------------------------------------------------------------
+
+#: The tokens of kcat's ``-s`` pack formats (``pack_check``).
+PACK_TOKENS = " <>bBhHiIqQcs$"
+_PACK_SIZES = {ord(c): n for c, n in (("b", 1), ("B", 1), ("h", 2), ("H", 2), ("i", 4), ("I", 4), ("q", 8), ("Q", 8))}
+
+
+class PackError(Exception):
+    """A key or value shorter or longer than its pack format: kcat prints what was unpacked
+    before the error (``partial``), then reports the message."""
+
+    def __init__(self, partial: bytes, message: str) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+def check_pack(what: str, fmt: str) -> None:
+    """kcat's ``pack_check``.
+
+    Raises:
+        KcatFormatError: an empty format, or a token kcat does not know (its words).
+    """
+    if not fmt:
+        raise KcatFormatError(f"{what} pack-format must not be empty")
+    for c in fmt:
+        if c not in PACK_TOKENS:
+            raise KcatFormatError(f"Invalid token '{c}' in {what} pack-format, see -s usage.")
+
+
+def unpack(fmt: str, data: bytes, what: str) -> bytes:
+    """kcat's ``unpack``: ``data`` through a pack format (Python's ``struct`` letters) as text.
+    As kcat 1.7 on a little-endian machine does, integers are read big-endian whatever ``<``
+    says (its byte swaps go the same way both ways); ``s`` prints the rest up to a NUL byte;
+    ``$`` requires the end; bytes left over are ignored.
+
+    Raises:
+        PackError: too few bytes for a token (kcat reads past the end for ``c``: an error here),
+            or bytes left at ``$``.
+    """
+    out = bytearray()
+    i = 0
+    for token in fmt.encode("latin-1"):
+        remaining = len(data) - i
+        size = _PACK_SIZES.get(token)
+        if size is not None:
+            if size > remaining:
+                raise PackError(bytes(out), f"{what} truncated, expected {size} bytes to unpack {chr(token)} but only "
+                                            f"{remaining} bytes remaining")
+            out += b"%d" % int.from_bytes(data[i:i + size], "big", signed=chr(token).islower())
+            i += size
+        elif token == 0x20:
+            out += b" "
+        elif token == 0x63:  # c
+            if remaining < 1:
+                raise PackError(bytes(out), f"{what} truncated, expected 1 bytes to unpack c but only 0 bytes remaining")
+            out.append(data[i])
+            i += 1
+        elif token == 0x73:  # s: printf's %.*s stops at a NUL
+            out += data[i:].split(b"\0", 1)[0]
+            i = len(data)
+        elif token == 0x24 and remaining > 0:  # $
+            raise PackError(bytes(out), f"expected {what} end-of-input, but {remaining} bytes remaining")
+    return bytes(out)
+
+
 # -- one record ------------------------------------------------------------------------------------
 
 #: A decoder: bytes -> decoded object (raises on bad bytes); None: the bytes as they are.
@@ -262,10 +327,11 @@ Decode = Callable[[bytes], Any] | None
 
 
 class DecodeFailure(Exception):
-    """A key or value that did not decode; ``what`` is kcat's wording of the step."""
+    """A key or value that did not decode; ``what`` is kcat's wording of the step (none for a
+    pack format)."""
 
     def __init__(self, what: str, error: BaseException) -> None:
-        super().__init__(f"{what}: {error}")
+        super().__init__(f"{what}: {error}" if what else str(error))
         self.what = what
         self.error = error
 
@@ -373,11 +439,15 @@ class KcatOutput:
 
     # -- one record ---------------------------------------------------------------------------------
 
-    def _side(self, decoder: Decode, data: bytes, what: str) -> bytes:
+    def _side(self, decoder: Decode, data: bytes, what: str, out: bytearray) -> None:
         if decoder is None:
-            return data
+            out += data
+            return
         try:
-            return decoded_text(decoder(data))
+            out += decoded_text(decoder(data))
+        except PackError as e:  # kcat printed the tokens before the failing one
+            out += e.partial
+            raise DecodeFailure("", e) from e
         except Exception as e:  # noqa: BLE001 - any decoder's failure is the record's, reported
             raise DecodeFailure(what, e) from e
 
@@ -396,7 +466,7 @@ class KcatOutput:
                     if data:  # kcat: a non-empty key or value; else -Z's string
                         decoder = self.value_decoder if token is Token.PAYLOAD else self.key_decoder
                         what = "message deserialization" if token is Token.PAYLOAD else "key deserialization"
-                        out += self._side(decoder, data, what)
+                        self._side(decoder, data, what, out)
                     elif self.null_str is not None:
                         out += self.null_str
                 elif token is Token.PAYLOAD_LEN:
