@@ -247,6 +247,8 @@ def test_usage_errors_exit_2(logdir) -> None:
         assert status == 2 and out == b"", (args, err)
     status, _, err = consume(str(logdir / "nowhere"))
     assert status == 1 and "nowhere" in err
+    status, out, err = consume(str(logdir), "-t", "nosuch*")
+    assert (status, out) == (1, b"") and "no partition matching nosuch*" in err
 
 
 # -- offline only ------------------------------------------------------------------------------------

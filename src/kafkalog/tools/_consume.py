@@ -423,6 +423,10 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     if start.kind == _STORED and a.group is None:
         parser.error("-o stored needs -G GROUP: the group whose committed offsets to start at")
     root, parts = discover(a.path, a.topic, a.partition)
+    if not parts and not a.follow:  # (--follow waits for them to be created)
+        wanted = f" matching {', '.join(a.topic)}" if a.topic else ""
+        raise KafkalogError(f"no partition{wanted}{' ' + str(a.partition) if a.partition else ''} to read",
+                            file=str(root))
     try:
         key_decoder, value_decoder, key_packed, value_packed = _decoders(a, root)
     except KcatFormatError as e:
