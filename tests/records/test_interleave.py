@@ -32,6 +32,16 @@ def reference(n, pieces) -> bytes:
     return b"".join(out)
 
 
+def _row(p, i: int):
+    """Piece ``p`` cut to record ``i`` alone (for the per-record reference)."""
+    if isinstance(p, il.Slices):
+        a, b = int(p.offsets[i]), int(p.offsets[i + 1])
+        return il.Slices(np.array([0, b - a], np.int64), p.data[a:b], p.empty)
+    if isinstance(p, il.Packed):
+        return il.Packed(p.values[i:i + 1])
+    return p[i:i + 1]
+
+
 @pytest.mark.parametrize("path", ["arrow", "numpy"])
 @given(data=st.data())
 def test_interleave_is_the_join_of_the_pieces(path, data) -> None:
@@ -55,10 +65,13 @@ def test_interleave_is_the_join_of_the_pieces(path, data) -> None:
     if path == "arrow":
         pytest.importorskip("pyarrow")
         got = il._by_arrow(n, [il._as_slices(p) if isinstance(p, (list, il.Packed)) else p for p in pieces],
-                           il._arrow_take())
+                           il._arrow_take())[0]
     else:
-        got = il._by_numpy(n, [il._as_slices(p) if isinstance(p, (list, il.Packed)) else p for p in pieces])
+        got = il._by_numpy(n, [il._as_slices(p) if isinstance(p, (list, il.Packed)) else p for p in pieces])[0]
     assert bytes(got) == reference(n, pieces)
+    data, bounds = il.interleave_records(n, pieces)
+    assert [bytes(data[a:b]) for a, b in zip(bounds.tolist(), bounds[1:].tolist())] == [
+        reference(1, [p if isinstance(p, bytes) else _row(p, i) for p in pieces]) for i in range(n)]
 
 
 def test_pieces_must_have_every_record() -> None:
@@ -80,7 +93,7 @@ def test_json_strings_escape_only_what_must_be(path, values) -> None:
     n = len(values)
     if path == "arrow":
         pytest.importorskip("pyarrow")
-        got = il._by_arrow(n, pieces, il._arrow_take())
+        got = il._by_arrow(n, pieces, il._arrow_take())[0]
     else:
-        got = il._by_numpy(n, pieces)
+        got = il._by_numpy(n, pieces)[0]
     assert bytes(got) == b"".join(b"<" + (b"null" if v is None else _quoted(v)) + b">" for v in values)

@@ -522,3 +522,35 @@ def test_pack_format_errors_are_usage_errors(logdir) -> None:
     for spec, message in (("key=", "key pack-format must not be empty"), ("x", "Invalid token 'x' in key pack-format")):
         status, out, err = consume(str(logdir), "-t", "mix", "-s", spec)
         assert status == 2 and out == b""
+
+
+def test_order_timestamp_merges_partitions(tmp_path) -> None:
+    """``--order timestamp``: the partitions merged by record timestamp (ties: the first
+    partition), each in its offset order; -c counts in that order."""
+    import random
+
+    rng = random.Random(7)
+    logdir = tmp_path / "logs"
+    expected = []
+    for partition in range(3):
+        log = Log.open(logdir / f"m-{partition}", LogConfig(segment_bytes=2000))
+        ts = T0
+        for batch in range(30):
+            b = RecordBatchBuilder(2, Compression.LZ4 if batch % 2 else Compression.NONE)
+            for _ in range(rng.randint(1, 5)):
+                ts += rng.randint(0, 20)
+                b.append(None, b"x", timestamp=ts)
+            log.append(b.build())
+        for record in (r for s in log.segments for bt in s.log.batches() for r in bt.records()):
+            expected.append((record.timestamp, partition, record.offset))
+        log.close()
+    expected.sort()
+    lines = b"".join(b"%d %d %d\n" % e for e in expected)
+    status, out, err = consume(str(logdir), "--order", "timestamp", "-f", "%T %p %o\\n")
+    assert (status, err) == (0, "") and out == lines
+    status, out, _ = consume(str(logdir), "--order", "timestamp", "-f", "%T %p %o\\n", "-c", "57", "-o", "-40")
+    tail = sorted(e for e in expected if e[2] >= max(o for t, p, o in expected if p == e[1]) + 1 - 40)
+    assert out == b"".join(b"%d %d %d\n" % e for e in tail[:57])
+    status, out, _ = consume(str(logdir), "--order", "timestamp", "-J", "-o", f"e@{T0 + 200}")
+    stamps = [int(line.split(b'"ts":')[1].split(b",")[0]) for line in out.splitlines()]
+    assert stamps == sorted(stamps) and all(t < T0 + 200 for t in stamps)

@@ -68,8 +68,13 @@ def interleave(n: int, pieces: Sequence[Piece]) -> bytes | memoryview:
     Raises:
         ValueError: a column piece without ``n`` entries.
     """
+    return interleave_records(n, pieces)[0]
+
+
+def interleave_records(n: int, pieces: Sequence[Piece]) -> tuple[bytes | memoryview, np.ndarray]:
+    """:func:`interleave`, and where each record's text starts and ends (``n + 1`` offsets)."""
     if n == 0 or not pieces:
-        return b""
+        return b"", np.zeros(n + 1, np.int64)
     pieces = [_as_slices(p) if isinstance(p, (list, Packed)) else p for p in pieces]
     for p in pieces:
         size = (len(p.offsets) - 1 if isinstance(p, Slices) else len(p.pick_second) if isinstance(p, Choice)
@@ -77,12 +82,11 @@ def interleave(n: int, pieces: Sequence[Piece]) -> bytes | memoryview:
         if size is not None and size != n:
             raise ValueError(f"a piece has {size} entries, not {n}")
     take = _arrow_take()
-    if take:
-        return _by_arrow(n, pieces, take)
-    return _by_numpy(n, pieces)
+    data, offsets = _by_arrow(n, pieces, take) if take else _by_numpy(n, pieces)
+    return data, offsets[::len(pieces)] - offsets[0]
 
 
-def _by_arrow(n: int, pieces: Sequence[Piece], take: Any) -> memoryview:
+def _by_arrow(n: int, pieces: Sequence[Piece], take: Any) -> tuple[memoryview, np.ndarray]:
     import pyarrow as pa
 
     arrays, index = [], np.empty((n, len(pieces)), np.int64)
@@ -119,7 +123,7 @@ def _by_arrow(n: int, pieces: Sequence[Piece], take: Any) -> memoryview:
         base += n
     taken = take(pa.concat_arrays(arrays), pa.array(index.reshape(-1)))
     offsets = np.frombuffer(taken.buffers()[1], np.int64, count=len(taken) + 1, offset=taken.offset * 8)
-    return memoryview(taken.buffers()[2])[int(offsets[0]):int(offsets[-1])]
+    return memoryview(taken.buffers()[2])[int(offsets[0]):int(offsets[-1])], offsets
 
 
 def _arrow_binary(pa: Any, p: Slices) -> Any:
@@ -128,7 +132,7 @@ def _arrow_binary(pa: Any, p: Slices) -> Any:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(p.data))])
 
 
-def _by_numpy(n: int, pieces: Sequence[Piece]) -> bytes:
+def _by_numpy(n: int, pieces: Sequence[Piece]) -> tuple[bytes, np.ndarray]:
     buffers, starts, lengths = [], [], []
     base = 0
     for p in pieces:
@@ -170,9 +174,9 @@ def _by_numpy(n: int, pieces: Sequence[Piece]) -> bytes:
     out = offsets_from_lengths(length)
     total = int(out[-1])
     if total == 0:
-        return b""
+        return b"", out
     index = np.repeat(start - out[:-1], length) + np.arange(total, dtype=np.int64)
-    return source[index].tobytes()
+    return source[index].tobytes(), out
 
 
 def json_strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray,

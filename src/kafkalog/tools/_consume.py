@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import functools
+import heapq
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -177,6 +178,9 @@ def add_consume_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"), default="read_uncommitted",
                         help="read_committed: stop at the last stable offset and skip aborted transactions")
     parser.add_argument("--show-control", action="store_true", help="also print control records (transaction markers)")
+    parser.add_argument("--order", choices=("partition", "timestamp"), default="partition",
+                        help="partition: each partition in turn, in offset order (default); timestamp: the partitions "
+                        "merged by record timestamp")
     return parser
 
 
@@ -457,16 +461,17 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     reader = _Reader(committed=a.isolation == "read_committed", show_control=a.show_control, progress=bar)
     count = [0]
 
-    def emit(p: _Partition, columns: RecordColumns) -> None:
-        n = len(columns)
-        if stop_ms is not None and n:
-            # kcat's e@: the partition stops at its first record at or after the stop time
+    def until_stop(p: _Partition, columns: RecordColumns) -> RecordColumns:
+        """kcat's e@: the partition stops at its first record at or after the stop time."""
+        if stop_ms is not None and len(columns):
             reached = (columns.timestamp >= stop_ms).nonzero()[0]
             if len(reached):
-                columns = columns.slice(0, int(reached[0]))
                 p.done = True
-                n = len(columns)
-        last = a.count > 0 and count[0] + n >= a.count  # kcat's -c: records over all partitions
+                return columns.slice(0, int(reached[0]))
+        return columns
+
+    def emit(p: _Partition, columns: RecordColumns) -> None:
+        last = a.count > 0 and count[0] + len(columns) >= a.count  # kcat's -c: records over all partitions
         if last:
             columns = columns.slice(0, a.count - count[0])
         data, failures = output.render_columns(p.topic, p.partition, columns)
@@ -486,32 +491,77 @@ def run_consume(tool: _Tool, parser: argparse.ArgumentParser) -> None:
         if flush is not None:
             flush()
 
+    def chunks(p: _Partition) -> Iterator[RecordColumns]:
+        """The partition's records from its next offset to its end, as columns (e@ applied);
+        its next offset follows what is yielded."""
+        view = reader.view(p)
+        if p.next_offset is None:
+            p.next_offset = reader.resolve(p, view, start, stored, warn)
+        elif p.next_offset < view.log_start_offset:
+            warn(f"{p.topic} [{p.partition}]: offsets {p.next_offset}..{view.log_start_offset - 1} were deleted "
+                 f"(retention) before they were read; going on at {view.log_start_offset}")
+            p.next_offset = view.log_start_offset
+        end = reader.end_offset(view)
+        try:
+            for columns in reader.read(p, view, end):
+                columns = until_stop(p, columns)
+                if len(columns):
+                    yield columns
+                if p.done:
+                    return
+        except FileNotFoundError:
+            if not a.follow:
+                raise
+            return  # retention deleted a segment while it was read: the next poll goes on
+        p.next_offset = max(p.next_offset, end)
+
     def one_pass(parts: list[_Partition]) -> None:
-        for p in parts:
-            if p.done:
-                continue
-            view = reader.view(p)
-            if p.next_offset is None:
-                p.next_offset = reader.resolve(p, view, start, stored, warn)
-            elif p.next_offset < view.log_start_offset:
-                warn(f"{p.topic} [{p.partition}]: offsets {p.next_offset}..{view.log_start_offset - 1} were deleted "
-                     f"(retention) before they were read; going on at {view.log_start_offset}")
-                p.next_offset = view.log_start_offset
-            end = reader.end_offset(view)
-            try:
-                for columns in reader.read(p, view, end):
-                    if len(columns):
-                        emit(p, columns)
-                        p.next_offset = int(columns.offset[-1]) + 1
-                    if p.done:
-                        break
-            except FileNotFoundError:
-                if not a.follow:
-                    raise
-                continue  # retention deleted a segment while it was read: the next poll goes on
-            if not p.done:
-                p.next_offset = max(p.next_offset, end)
+        """Every partition once, one after another (or merged by timestamp)."""
+        live = [p for p in parts if not p.done]
+        if a.order == "timestamp":
+            merge(live)
+        else:
+            for p in live:
+                for columns in chunks(p):
+                    emit(p, columns)
+                    p.next_offset = int(columns.offset[-1]) + 1
         flush_out()
+
+    def merge(live: list[_Partition]) -> None:
+        """``--order timestamp``: at each step the partitions' next record with the smallest
+        timestamp (the first partition on a tie); each partition keeps its offset order."""
+        heap: list[tuple[int, int, int]] = []
+        state: dict[int, list] = {}
+
+        def load(i: int, it: Iterator[RecordColumns]) -> None:
+            for columns in it:
+                data, bounds, failures = output.render_records(live[i].topic, live[i].partition, columns)
+                report(failures)
+                state[i] = [it, memoryview(data), list(bounds), columns.timestamp.tolist(), columns.offset.tolist(), 0]
+                heapq.heappush(heap, (state[i][3][0], i, 0))
+                return
+            state.pop(i, None)
+
+        for i, p in enumerate(live):
+            load(i, chunks(p))
+        pending: list[Any] = []
+        while heap:
+            _, i, k = heapq.heappop(heap)
+            it, data, bounds, stamps, offsets, _ = state[i]
+            pending.append(data[bounds[k]:bounds[k + 1]])
+            live[i].next_offset = offsets[k] + 1
+            count[0] += 1
+            if len(pending) >= 4096:
+                write(b"".join(pending))
+                pending.clear()
+            if a.count > 0 and count[0] >= a.count:
+                write(b"".join(pending))
+                raise _Stop
+            if k + 1 < len(stamps):
+                heapq.heappush(heap, (stamps[k + 1], i, k + 1))
+            else:
+                load(i, it)
+        write(b"".join(pending))
 
     try:
         one_pass(parts)

@@ -34,11 +34,11 @@ import re
 import struct
 from json.encoder import encode_basestring as _encode_basestring
 from collections.abc import Callable, Sequence
-from itertools import chain, repeat
+from itertools import accumulate
 from typing import Any
 
 from ..columnar import RecordColumns
-from ..columnar.interleave import Packed, Piece, Slices, interleave, json_strings
+from ..columnar.interleave import Packed, Piece, Slices, interleave_records, json_strings
 from ..schema_registry import to_json
 
 
@@ -363,9 +363,16 @@ class KcatOutput:
 
     def render_columns(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes | memoryview, list[tuple[int, str]]]:
         """The output of every record of ``c`` and the (offset, message) of each decode failure."""
+        data, _, failures = self.render_records(topic, partition, c)
+        return data, failures
+
+    def render_records(self, topic: str, partition: int,
+                       c: RecordColumns) -> tuple[bytes | memoryview, Sequence[int], list[tuple[int, str]]]:
+        """:meth:`render_columns`, with where each record's output starts and ends (``n + 1``
+        positions)."""
         n = len(c)
         if n == 0:
-            return b"", []
+            return b"", [0], []
         if not self.columnar:
             return self._render_each(topic, partition, c)
         pieces: list[Piece] = []
@@ -392,11 +399,13 @@ class KcatOutput:
                 pieces.append(b"%d" % partition)
             else:  # HEADERS
                 pieces.append(_header_texts(c))
-        return interleave(n, pieces), []
+        data, bounds = interleave_records(n, pieces)
+        return data, bounds, []
 
-    def _render_each(self, topic: str, partition: int, c: RecordColumns) -> tuple[bytes | memoryview, list[tuple[int, str]]]:
+    def _render_each(self, topic: str, partition: int,
+                     c: RecordColumns) -> tuple[bytes | memoryview, Sequence[int], list[tuple[int, str]]]:
         if self.json and self.key_decoder is None and self.value_decoder is None:
-            return self._json_columns(topic, partition, c), []
+            return (*interleave_records(len(c), self._json_pieces(topic, partition, c)), [])
         keys = _binary_list(c, "key")
         values = _binary_list(c, "value")
         headers = _header_lists(c) if self.needs_headers else None
@@ -412,9 +421,9 @@ class KcatOutput:
                                                 values[i])
             out.append(data)
             failures.extend((offsets[i], e) for e in errors)
-        return b"".join(out), failures
+        return b"".join(out), [0, *accumulate(map(len, out))], failures
 
-    def _json_columns(self, topic: str, partition: int, c: RecordColumns) -> bytes | memoryview:
+    def _json_pieces(self, topic: str, partition: int, c: RecordColumns) -> list[Piece]:
         """``-J`` without decoders: :meth:`json_record`'s envelope, rendered a column at a time
         (only keys and values holding bytes JSON escapes are escaped one by one)."""
         pieces: list[Piece] = [b'{"topic":' + yajl_string(topic.encode("utf-8")) + b',"partition":%d,"offset":' % partition,
@@ -435,7 +444,7 @@ class KcatOutput:
         pieces.append(b',"payload":')
         pieces += json_strings(c.value_offsets, c.value_data, c.value_valid, yajl_string)
         pieces.append(b"}" + self.json_trailer)
-        return interleave(len(c), pieces)
+        return pieces
 
     # -- one record ---------------------------------------------------------------------------------
 
