@@ -35,8 +35,8 @@ kafkalog, error = import_kafkalog("broker", "tools")
 if kafkalog is None:
     sys.exit(f"kafkalog does not import: {error}")
 
-from kafkalog import Compression, Log, LogConfig, RecordBatchBuilder  # noqa: E402
-from kafkalog.broker import Broker  # noqa: E402
+from kafkalog import Compression, Log, LogConfig, RecordBatchBuilder
+from kafkalog.broker import Broker
 
 T0 = 1_700_000_000_000
 

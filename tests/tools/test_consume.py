@@ -11,6 +11,7 @@ errors, usage errors; and every mode leaves the directory as it was.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -21,15 +22,28 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import scaled, wait_until
 from hypothesis import given
 from hypothesis import strategies as st
-from conftest import scaled, wait_until
 
-from kafkalog import Compression, ControlRecordType, Header, Log, LogConfig, RecordBatchBuilder, TimestampType
+from kafkalog import (
+    Compression,
+    ControlRecordType,
+    Header,
+    Log,
+    LogConfig,
+    RecordBatchBuilder,
+)
 from kafkalog.producer_state.manager import AppendOrigin
-from kafkalog.tools import main
-from kafkalog.tools import _consume
-from kafkalog.tools._kcat_format import KcatFormatError, parse_delim, parse_format, strtoul, unescape, yajl_string
+from kafkalog.tools import _consume, main
+from kafkalog.tools._kcat_format import (
+    KcatFormatError,
+    parse_delim,
+    parse_format,
+    strtoul,
+    unescape,
+    yajl_string,
+)
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 T0 = 1_700_000_000_000
@@ -155,7 +169,7 @@ def broker(logdir, tmp_path_factory):
 
 def kcat(broker, topic: str, *args: str) -> bytes:
     r = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-q", *args], capture_output=True,
-                       timeout=scaled(60))
+                       timeout=scaled(60), check=False)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -383,7 +397,7 @@ def test_every_mode_is_read_only(tmp_path, logdir, args) -> None:
     before = digest(tmp_path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     r = subprocess.run([sys.executable, "-m", "kafkalog", "consume", str(copy), *args], capture_output=True, env=env,
-                       timeout=scaled(60))
+                       timeout=scaled(60), check=False)
     assert r.returncode == 0, r.stderr
     assert digest(tmp_path) == before
 
@@ -500,7 +514,7 @@ def test_pack_formats_as_kcat(broker, logdir, args) -> None:
     """kcat's ``-s`` pack formats: the same output and the same error for a record that does not
     unpack. kcat stops there (exit status 1, unless -E); consume goes on with the next record."""
     r = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", "mix", "-p", "0", "-e", "-q", *args],
-                       capture_output=True, timeout=scaled(60))
+                       capture_output=True, timeout=scaled(60), check=False)
     status, out, err = consume(str(logdir), "-t", "mix", "-p", "0", *args)
     expected = r.stdout.replace(b',"broker":0,', b',"broker":-1,')
     kcat_errors = [line.removesuffix(": terminating") for line in r.stderr.decode().splitlines()
@@ -513,15 +527,17 @@ def test_pack_formats_as_kcat(broker, logdir, args) -> None:
     assert err.splitlines()[0] == kcat_errors[0] and status == 1
     # the rest is what kcat -E prints (it goes on too)
     r = subprocess.run([KCAT, "-b", broker.bootstrap, "-C", "-t", "mix", "-p", "0", "-e", "-q", "-E", *args],
-                       capture_output=True, timeout=scaled(60))
+                       capture_output=True, timeout=scaled(60), check=False)
     assert out == r.stdout.replace(b',"broker":0,', b',"broker":-1,')
     assert err.splitlines() == [line for line in r.stderr.decode().splitlines() if line.startswith("% ERROR")]
 
 
 def test_pack_format_errors_are_usage_errors(logdir) -> None:
     for spec, message in (("key=", "key pack-format must not be empty"), ("x", "Invalid token 'x' in key pack-format")):
-        status, out, err = consume(str(logdir), "-t", "mix", "-s", spec)
-        assert status == 2 and out == b""
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):  # argparse writes usage errors to the process's stderr
+            status, out, _ = consume(str(logdir), "-t", "mix", "-s", spec)
+        assert status == 2 and out == b"" and message in err.getvalue()
 
 
 def test_order_timestamp_merges_partitions(tmp_path) -> None:

@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
-from moto_s3 import s3, s3_server  # noqa: E402,F401
-from test_consume import T0, build_logdir, consume  # noqa: E402
+from moto_s3 import s3, s3_server  # noqa: F401
+from test_consume import T0, build_logdir, consume
 
 
 def test_reads_a_log_directory_on_s3_in_place(s3, tmp_path, monkeypatch) -> None:

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .. import FileRecords, KafkalogError, MemoryRecords, RecordColumns, decode_columns
+from ..errors import SchemaError
 from ..filenames import INTERNAL_TOPICS, PARTITION_DIR
 from ..location import Location
 from ..partition_view import PartitionView
 from ..record import MAGIC_V2, RecordBatch
 from ..remote import DEFAULT_BLOCK_SIZE
 from ..resync import BAD_BATCH_ERRORS
-from ..errors import SchemaError
 from ..schema_registry import FORMATS, make_decoder, open_schema_store
 from ..transaction_tracker import AbortedFilter
 from ._kcat_format import (
@@ -191,7 +191,7 @@ def _is_partition_dir(where: Location) -> bool:
     """A ``<topic>-<partition>`` directory holding segments (or nothing), not a log directory."""
     if PARTITION_DIR.match(where.name) is None:
         return False
-    files, dirs = where.listing()
+    _, dirs = where.listing()
     return bool(where.segment_logs()) or not any(PARTITION_DIR.match(d) for d in dirs)
 
 

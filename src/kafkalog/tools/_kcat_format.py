@@ -32,13 +32,19 @@ from __future__ import annotations
 import enum
 import re
 import struct
-from json.encoder import encode_basestring as _encode_basestring
 from collections.abc import Callable, Sequence
 from itertools import accumulate
+from json.encoder import encode_basestring as _encode_basestring
 from typing import Any
 
 from ..columnar import RecordColumns
-from ..columnar.interleave import Packed, Piece, Slices, interleave_records, json_strings
+from ..columnar.interleave import (
+    Packed,
+    Piece,
+    Slices,
+    interleave_records,
+    json_strings,
+)
 from ..schema_registry import to_json
 
 
@@ -457,7 +463,7 @@ class KcatOutput:
         except PackError as e:  # kcat printed the tokens before the failing one
             out += e.partial
             raise DecodeFailure("", e) from e
-        except Exception as e:  # noqa: BLE001 - any decoder's failure is the record's, reported
+        except Exception as e:
             raise DecodeFailure(what, e) from e
 
     def text_record(self, topic: str, partition: int, offset: int, timestamp: int, timestamp_type: int,
