@@ -119,3 +119,28 @@ def test_a_value_that_does_not_fit_the_type_is_an_error(tmp_path, monkeypatch):
     out = decoding.apply(batch, "e")
     assert out.column("value").to_pylist() == [{"n": 1}, None]
     assert "does not fit the column type" in out.column("valueError")[1].as_py()
+
+
+V1 = 'syntax = "proto3";\npackage ev;\nmessage Item {\n  int64 id = 1;\n  string name = 2;\n  string old = 3;\n}\n'
+V2 = 'syntax = "proto3";\npackage ev;\nmessage Item {\n  int64 id = 1;\n  string name = 2;\n  int32 qty = 4;\n}\n'
+
+
+def test_protobuf_versions_matched_to_the_latest_by_field_name(tmp_path, monkeypatch):
+    pytest.importorskip("grpc_tools")
+    from registry_fixtures import _compile_proto
+
+    store = store_of(Schema(1, V1, "PROTOBUF", subject="items-value", version=1),
+                     Schema(2, V2, "PROTOBUF", subject="items-value", version=2))
+    import kafkalog.spark._formats as formats
+
+    monkeypatch.setitem(formats._stores, (str(tmp_path), "null"), store)
+    item1 = _compile_proto({"v1.proto": V1})("ev.Item")
+    item2 = _compile_proto({"v2.proto": V2})("ev.Item")
+    values = [b"\x00\x00\x00\x00\x01\x00" + item1(id=1, name="a", old="x").SerializeToString(),
+              b"\x00\x00\x00\x00\x02\x00" + item2(id=2, name="b", qty=5).SerializeToString()]
+    decoding = Decoding(FormatOptions(value_format="protobuf"), str(tmp_path), "items")
+    batch = pa.RecordBatch.from_pydict({"key": pa.array([None, None], pa.binary()), "value": pa.array(values)})
+    out = decoding.apply(batch, "items")
+    assert spark_ddl(out.schema.field("value").type) == "struct<`id`: bigint, `name`: string, `qty`: int>"
+    assert out.column("value").to_pylist() == [{"id": 1, "name": "a", "qty": None}, {"id": 2, "name": "b", "qty": 5}]
+    assert out.column("valueError").to_pylist() == [None, None]

@@ -150,30 +150,44 @@ def read_columns(
         InvalidOffsetError: see ``fail_on_data_loss``.
         KafkalogError: a corrupt batch (see ``fail_on_corruption``).
     """
+    return _columns(path, _keywords(locals()))
+
+
+def _keywords(given: dict[str, Any]) -> dict[str, Any]:
+    """A reader function's keyword arguments, from its ``locals()`` as its first statement: every public reader
+    has the same keyword parameters (a test keeps them so; ``read_records`` and ``read_arrow``
+    add the decoding ones, :data:`FORMAT_PARAMETERS`), forwarded whole to :func:`_columns`,
+    so that a new parameter is added to the signatures and read in one place."""
+    return {k: v for k, v in given.items() if k != "path"}
+
+
+def _columns(path: str | os.PathLike, a: dict[str, Any]) -> Iterator[PartitionColumns]:
+    """:func:`read_columns` over its keyword arguments ``a`` (checked as it iterates)."""
+    isolation_level, max_records_per_batch = a["isolation_level"], a["max_records_per_batch"]
     if isolation_level not in ("read_uncommitted", "read_committed"):
         raise InvalidConfigError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
     if max_records_per_batch < 1:
         raise InvalidConfigError(f"max_records_per_batch must be >= 1, not {max_records_per_batch}")
     options = _ReadOptions(
         path=normalize_path(path),
-        storage_options=dict(storage_options) if storage_options else None,
-        subscribe=tuple(topics) if topics is not None else None,
-        include_internal=include_internal,
-        starting_ts=_timestamps(start_timestamp, "start_timestamp"),
-        ending_ts=_timestamps(end_timestamp, "end_timestamp"),
+        storage_options=dict(a["storage_options"]) if a["storage_options"] else None,
+        subscribe=tuple(a["topics"]) if a["topics"] is not None else None,
+        include_internal=a["include_internal"],
+        starting_ts=_timestamps(a["start_timestamp"], "start_timestamp"),
+        ending_ts=_timestamps(a["end_timestamp"], "end_timestamp"),
         start_ts_strategy="latest",  # no record at or after the start time: read nothing there
         read_committed=isolation_level == "read_committed",
-        include_headers=include_headers,
-        fail_on_corruption=fail_on_corruption,
-        fail_on_data_loss=fail_on_data_loss,
-        check_crcs=check_crcs,
+        include_headers=a["include_headers"],
+        fail_on_corruption=a["fail_on_corruption"],
+        fail_on_data_loss=a["fail_on_data_loss"],
+        check_crcs=a["check_crcs"],
         max_records_per_batch=max_records_per_batch,
     )
     dirs = _discover(options)
     options = dataclasses.replace(
         options,
-        starting=_expand(start_offsets, dirs, "start_offsets"),
-        ending=_expand(end_offsets, dirs, "end_offsets"),
+        starting=_expand(a["start_offsets"], dirs, "start_offsets"),
+        ending=_expand(a["end_offsets"], dirs, "end_offsets"),
     )
     plogs = [_PartitionLog(d, options) for d in dirs]
     for s in _plan(plogs, _resolve_bounds(plogs, options), options):
@@ -216,6 +230,10 @@ def _records_of(part: PartitionColumns) -> Iterator[TopicRecord]:
         yield TopicRecord(topic, partition, offsets[i], timestamps[i], types[i], keys[i], values[i], hs)
 
 
+#: The decoding parameters of :func:`read_records` and :func:`read_arrow` (after
+#: :func:`read_columns`' own, whose numpy columns stay binary).
+FORMAT_PARAMETERS = ("key_format", "value_format", "schema_registry", "key_subject", "value_subject",
+                     "key_schema_version", "value_schema_version")
 _FORMAT_ARGS = """
     Decoding (docs/reader.md): ``key_format``/``value_format`` (``binary``, ``string``,
     ``json``, ``avro``, ``protobuf``, ``registry``) decode keys and values with
@@ -226,9 +244,15 @@ _FORMAT_ARGS = """
     version of ``<topic>-key``/``<topic>-value`` when that subject exists)."""
 
 
-def _format_options(path: str | os.PathLike, storage_options: Any, **given: Any) -> Any:
+def _format_options(args: dict[str, Any]) -> Any:
+    """The decoding arguments taken out of ``args`` (a reader's keywords), checked; None when
+    keys and values stay binary."""
     from ._formats import format_options
 
+    given = {name: args.pop(name) for name in FORMAT_PARAMETERS}
+    if given["schema_registry"] is not None:
+        given["schema_registry"] = os.fspath(given["schema_registry"])
+    storage_options = args["storage_options"]
     formats = format_options(**given, storage_options=dict(storage_options) if storage_options else None)
     return formats if formats.active else None
 
@@ -236,6 +260,19 @@ def _format_options(path: str | os.PathLike, storage_options: Any, **given: Any)
 def read_records(
     path: str | os.PathLike,
     *,
+    topics: list[str] | tuple[str, ...] | None = None,
+    include_internal: bool = False,
+    start_offsets: Offsets = "earliest",
+    end_offsets: Offsets = "latest",
+    start_timestamp: Timestamps | None = None,
+    end_timestamp: Timestamps | None = None,
+    isolation_level: str = "read_uncommitted",
+    include_headers: bool = True,
+    fail_on_corruption: bool = True,
+    fail_on_data_loss: bool = True,
+    check_crcs: bool = True,
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
     key_format: str = "binary",
     value_format: str = "binary",
     schema_registry: str | os.PathLike | None = None,
@@ -243,23 +280,20 @@ def read_records(
     value_subject: str | None = None,
     key_schema_version: int | str | None = None,
     value_schema_version: int | str | None = None,
-    **options: Any,
 ) -> Iterator[TopicRecord]:
-    """The records under ``path``, one :class:`TopicRecord` each; takes the arguments of
-    :func:`read_columns` and raises as it does.
+    """The records under ``path``, one :class:`TopicRecord` each; the arguments and errors are
+    :func:`read_columns`'s (``max_records_per_batch`` bounds how many are decoded at a time).
     """
-    formats = _format_options(path, options.get("storage_options"), key_format=key_format, value_format=value_format,
-                              schema_registry=None if schema_registry is None else os.fspath(schema_registry),
-                              key_subject=key_subject, value_subject=value_subject,
-                              key_schema_version=key_schema_version, value_schema_version=value_schema_version)
+    args = _keywords(locals())  # first: the parameters only
+    formats = _format_options(args)
     if formats is None:
-        for part in read_columns(path, **options):
+        for part in _columns(path, args):
             yield from _records_of(part)
         return
     from ._formats import decode_value, decoder
 
     where = normalize_path(path)
-    for part in read_columns(path, **options):
+    for part in _columns(path, args):
         decoders = [decoder(formats, side, part.topic, where) for side in ("key", "value")]
         for r in _records_of(part):
             key, key_error = (r.key, None) if decoders[0] is None else decode_value(decoders[0], r.key)
@@ -270,6 +304,19 @@ def read_records(
 def read_arrow(
     path: str | os.PathLike,
     *,
+    topics: list[str] | tuple[str, ...] | None = None,
+    include_internal: bool = False,
+    start_offsets: Offsets = "earliest",
+    end_offsets: Offsets = "latest",
+    start_timestamp: Timestamps | None = None,
+    end_timestamp: Timestamps | None = None,
+    isolation_level: str = "read_uncommitted",
+    include_headers: bool = False,
+    fail_on_corruption: bool = True,
+    fail_on_data_loss: bool = True,
+    check_crcs: bool = True,
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
     key_format: str = "binary",
     value_format: str = "binary",
     schema_registry: str | os.PathLike | None = None,
@@ -277,27 +324,25 @@ def read_arrow(
     value_subject: str | None = None,
     key_schema_version: int | str | None = None,
     value_schema_version: int | str | None = None,
-    **options: Any,
 ) -> Iterator[pa.RecordBatch]:
     """The records under ``path`` as ``pyarrow.RecordBatch`` es in Spark's Kafka schema
     (``key, value, topic, partition, offset, timestamp, timestampType`` and, with
-    ``include_headers``, ``headers``); takes the arguments of :func:`read_columns`. With
+    ``include_headers``, ``headers``); the arguments are :func:`read_columns`'s, but
+    ``include_headers`` is False unless asked, as in Spark's Kafka source. With
     ``key_format``/``value_format``, ``key``/``value`` are decoded columns (structs for Avro,
     Protobuf and JSON Schema) and ``keyError``/``valueError`` are appended.
 
     Raises:
         ImportError: pyarrow is not installed.
+        The errors of :func:`read_columns`.
     """
+    args = _keywords(locals())  # first: the parameters only
     import pyarrow as pa
 
-    formats = _format_options(path, options.get("storage_options"), key_format=key_format, value_format=value_format,
-                              schema_registry=None if schema_registry is None else os.fspath(schema_registry),
-                              key_subject=key_subject, value_subject=value_subject,
-                              key_schema_version=key_schema_version, value_schema_version=value_schema_version)
+    formats = _format_options(args)
     decodings: dict[str, Any] = {}
-    options.setdefault("include_headers", False)
     names = {"timestamp_type": "timestampType"}
-    for part in read_columns(path, **options):
+    for part in _columns(path, args):
         c = part.columns
         batch = c.to_arrow(names=names)
         n = len(c)
