@@ -1,9 +1,10 @@
 """Transactions followed through batches in offset order: which are open, and the
 ``.txnindex`` entry each ABORT marker gives (Kafka's producer state while it appends or
-recovers)."""
+recovers), and the aborted data a read_committed consumer drops (:class:`AbortedFilter`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from .record import MAGIC_V2, ControlRecordType, RecordBatch
@@ -98,3 +99,41 @@ class TransactionTracker:
         """
         end = self.on_batch(batch)
         return None if end is None else end.aborted_txn
+
+
+class AbortedFilter:
+    """Kafka's read_committed filter, as a consumer applies it (``CompletedFetch``): the aborted
+    transactions of a fetch in order of first offset; a producer enters the aborted set when a
+    batch reaches the first offset of one of its aborted transactions, and leaves it at its
+    ABORT marker; its transactional data batches in between are dropped. Feed it every batch
+    in offset order (the ones before the wanted range too), as the consumer sees them.
+
+    Args:
+        txns: (producer id, first offset, marker offset) of each aborted transaction, e.g.
+            :class:`~kafkalog.transaction_index.AbortedTxn` entries of the ``.txnindex`` files.
+    """
+
+    def __init__(self, txns: Iterable[tuple[int, int, int] | AbortedTxn]) -> None:
+        self.queue = sorted(((t[0], t[1], t[2]) for t in txns), key=lambda txn: txn[1])  # by first offset
+        self.next = 0
+        self.producers: set[int] = set()
+
+    def drops(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` is aborted data (markers are never dropped: their records are
+        control records, which a consumer does not return)."""
+        pid = batch.producer_id
+        if pid < 0:
+            return False
+        last = batch.last_offset
+        while self.next < len(self.queue):
+            producer, first, _ = self.queue[self.next]
+            if first > last:
+                break
+            self.producers.add(producer)
+            self.next += 1
+        if batch.is_control:
+            records = batch.records()
+            if records and records[0].control_type is ControlRecordType.ABORT:
+                self.producers.discard(pid)  # Kafka: the ABORT marker ends the aborted run
+            return False
+        return batch.is_transactional and pid in self.producers

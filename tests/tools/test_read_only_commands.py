@@ -1,5 +1,5 @@
 """The read-only commands change nothing (issue 19, item 3): ``dump``, ``verify``, ``stat``,
-``retention --dry-run`` and ``compact --dry-run``, run as processes over copies of the corpora
+``retention --dry-run``, ``compact --dry-run`` and ``consume``, run as processes over copies of the corpora
 and over unclean, torn, bit-flipped and leftover-laden partitions, leave every name, size, mtime
 and byte of the log directories as they were (directories included: not even a file created and
 removed again), and never crash."""
@@ -37,7 +37,7 @@ def spawn(args: list[str], cwd: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     return subprocess.Popen(
         [sys.executable, "-m", "kafkalog", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
+        text=True, encoding="utf-8", errors="replace",  # consume prints records' bytes as they are
     )  # fmt: skip
 
 
@@ -57,6 +57,9 @@ def test_read_only_commands_change_nothing(tmp_path) -> None:
     for i, logdir in enumerate(logdirs):
         jobs[f"retention-{i}"] = ["retention", str(logdir), "--dry-run", "--now", "1800000000000"]
         jobs[f"compact-{i}"] = ["compact", str(logdir), "--dry-run", "--keys", "3", "--json"]
+        jobs[f"consume-{i}"] = ["consume", str(logdir), "-t", "*", "-J", "-Z"]
+        jobs[f"consume-committed-{i}"] = ["consume", str(logdir), "-t", "*", "-f", "%t %p %o %T %k %s %h\\n",
+                                          "--isolation", "read_committed", "--show-control", "-o", "s@0"]
     procs = {name: spawn(args, tmp_path) for name, args in jobs.items()}
     outputs = {name: p.communicate(timeout=500) for name, p in procs.items()}  # drains the pipes
     results = {name: (procs[name].returncode, *outputs[name]) for name in procs}

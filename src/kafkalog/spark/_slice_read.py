@@ -12,13 +12,12 @@ else the end of the window. Runs of batches are decoded together with
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import (
-    ControlRecordType,
     FileRecords,
     KafkalogError,
     MemoryRecords,
@@ -31,6 +30,7 @@ from ..partition_view import segment_file
 from ..record import MAGIC_V2
 from ..remote import DEFAULT_BLOCK_SIZE, Storage
 from ..resync import BAD_BATCH_ERRORS, next_batch_boundary
+from ..transaction_tracker import AbortedFilter
 from ..errors import InvalidOffsetError
 from ._options import _ReadOptions
 from ._plan import _Slice
@@ -49,36 +49,6 @@ def _span(batch: RecordBatch) -> tuple[int, int]:
     """The file positions [start, end) of a batch read from a file (its position is set)."""
     assert batch.position is not None
     return batch.position, batch.position + batch.size_in_bytes
-
-
-class _Aborted:
-    """Kafka's read_committed filter (``CompletedFetch``): aborted transactions in order of first
-    offset; a producer enters the aborted set when a batch reaches the first offset of one of
-    its aborted transactions, and leaves it at its ABORT marker; its transactional data
-    batches in between are dropped."""
-
-    def __init__(self, txns: Iterable[tuple[int, int, int]]) -> None:
-        self.queue = sorted(txns, key=lambda txn: txn[1])  # (producer id, first offset, marker offset)
-        self.next = 0
-        self.producers: set[int] = set()
-
-    def drops(self, batch: RecordBatch) -> bool:
-        pid = batch.producer_id
-        if pid < 0:
-            return False
-        last = batch.last_offset
-        while self.next < len(self.queue):
-            producer, first, _ = self.queue[self.next]
-            if first > last:
-                break
-            self.producers.add(producer)
-            self.next += 1
-        if batch.is_control:
-            records = batch.records()
-            if records and records[0].control_type is ControlRecordType.ABORT:
-                self.producers.discard(pid)
-            return False
-        return batch.is_transactional and pid in self.producers
 
 
 def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, *,
@@ -166,7 +136,7 @@ def _read_window(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColum
     records = FileRecords.open(s.path, storage=options.storage, block_size=DEFAULT_BLOCK_SIZE,
                                end=s.end_position, size=s.end_position)
     stats.segments.append(s.path)
-    aborted = _Aborted(s.aborted) if s.aborted is not None else None
+    aborted = AbortedFilter(s.aborted) if s.aborted is not None else None
     # Without read_committed nothing needs a batch's body before decoding: the walk only frames
     # the batches, and each chunk of them is read with one pread and decoded (and checked) as
     # one buffer; read_committed reads control records while walking, so it walks checked.

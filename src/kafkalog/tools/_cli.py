@@ -25,6 +25,7 @@ from ._commands import (
     _run_verify,
 )
 from ._compact import _run_compact
+from ._consume import add_consume_parser, getopt_values, run_consume
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
     _OLD_DECODER_PACKAGE,
@@ -50,7 +51,7 @@ from ._summary import summarise
 from ._tool import _Tool
 
 #: The subcommands ``python -m kafkalog`` hands over to this package.
-SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups")
+SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups", "consume")
 #: Every command the ``kafkalog`` program takes (``broker`` is :mod:`kafkalog.broker`'s).
 _COMMANDS = (*SUBCOMMANDS, "broker")
 #: Exit statuses of the Unix convention: 128 + the signal's number.
@@ -329,7 +330,7 @@ def _dedupe_size(text: str) -> int:
 def _add_tool_commands(sub) -> None:
     """The operator tools' subcommands (beside ``dump``), in the order ``--help`` lists them."""
     for add in (
-        _add_verify, _add_salvage, _add_rebuild_index, _add_retention, _add_convert, _add_stat, _add_compact,
+        add_consume_parser, _add_verify, _add_salvage, _add_rebuild_index, _add_retention, _add_convert, _add_stat, _add_compact,
         _add_demo, _add_groups,
     ):
         parser = add(sub)
@@ -561,6 +562,8 @@ def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             _run_demo(tool, main)
         elif args.command == "groups":
             _run_groups(tool)
+        elif args.command == "consume":
+            tool.guarded(lambda: run_consume(tool, args._parser))
     except SystemExit as e:  # a usage error found after parsing (--config)
         return e.code if isinstance(e.code, int) else 2
     return tool.status
@@ -615,7 +618,7 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Run a subcommand (``dump``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
+    """Run a subcommand (``dump``, ``consume``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
     ``convert``, ``stat``, ``compact``, ``demo``, ``groups``, ``broker``), or summarise segment
     files (``kafkalog FILE.log ...``: every argument an existing file); return the exit status.
 
@@ -637,6 +640,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         from ..broker import main as broker_main
 
         return broker_main(argv[1:])
+    if argv and argv[0] == "consume":
+        argv = ["consume", *getopt_values(argv[1:])]
     parser = _build_parser()
     try:
         # argparse writes usage, errors and --help to the process's streams: send them to ours.
