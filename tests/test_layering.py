@@ -101,6 +101,7 @@ THIRD_PARTY_HOMES = {
     "pyarrow": {"spark", "columnar"},
     "fsspec": {"remote"},
     "s3fs": set(),  # reached through fsspec only
+    "kazoo": {"broker"},  # broker/_zk.py, the cluster's ZooKeeper client
 }
 
 
