@@ -25,7 +25,7 @@ from ._cluster import ClusterMember, MetadataCache, PartitionListener
 from ._local_replicas import LocalReplicas
 from ._replica_assignment import assign_replicas, start_index_for_added
 from ._state import MAX_PARTITIONS_PER_TOPIC, _BrokerState
-from ._zk import NO_LEADER, ZK_ERRORS, TopicAssignment
+from ._zk import NO_LEADER, PREFERRED_ELECTION_PATH, ZK_ERRORS, TopicAssignment
 
 _log = logging.getLogger(__package__)
 
@@ -356,10 +356,10 @@ class _ClusterHandlers(_BrokerState):
                     break
                 await asyncio.sleep(_ELECTION_BUSY_S)  # another election is in progress (a znode, no event)
 
-            def done(c: MetadataCache) -> bool:
-                return all(c.leader_of(t, p) == c.assignments[t].partitions[p][0] for t, p in todo if t in c.assignments)
-
-            await self._cluster.wait_for(done, max(0.0, deadline - asyncio.get_running_loop().time()))
+            # the controller deletes the request once it has written the elections (Kafka's
+            # controller answers ElectLeaders when its election is done)
+            await self._in_executor(self._cluster.zk.wait_absent, PREFERRED_ELECTION_PATH,
+                                    max(0.0, deadline - asyncio.get_running_loop().time()))
             cache = self._cluster.cache
             for t, p in todo:
                 a = cache.assignments.get(t)

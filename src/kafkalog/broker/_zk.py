@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -499,6 +500,18 @@ class ZkClient:
 
     def finish_preferred_election(self) -> None:
         self._delete(PREFERRED_ELECTION_PATH)
+
+    def wait_absent(self, path: str, timeout_s: float) -> bool:
+        """Wait (bounded) until ``path`` does not exist, on an exists-watch; whether it is gone.
+        Watch events of one session arrive in order, so what the deleter wrote before is seen."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            changed = threading.Event()
+            if self._zk.exists(path, watch=lambda event: changed.set()) is None:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0 or not changed.wait(left):
+                return False
 
     def request_controlled_shutdown(self, broker_id: int) -> None:
         path = f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}"

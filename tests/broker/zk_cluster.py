@@ -18,7 +18,7 @@ import pytest
 
 from kafkalog.tools._zookeeper import ZooKeeperServer, find_zookeeper
 
-from ..conftest import scaled, wait_until
+from conftest import scaled, wait_until
 
 try:
     from kazoo.client import KazooClient
