@@ -259,3 +259,42 @@ def test_partition_state_writes_are_versioned(cluster, zk) -> None:
     zk.set(path, data, version=stat.version)
     with pytest.raises(BadVersionError):
         zk.set(path, data, version=stat.version)
+
+
+def test_an_expired_session_registers_again_and_contests_the_controller(zookeeper, zk, tmp_path) -> None:
+    from kafkalog.broker import Broker
+
+    config = {"broker.id": "7", "zookeeper.connect": zookeeper.connect, "zookeeper.session.timeout.ms": "6000"}
+    with Broker(tmp_path / "b7", config=config) as broker:
+        wait_for_znode(zk, "/controller", lambda c: c["brokerid"] == 7)
+        owner = zk.get("/brokers/ids/7")[1].ephemeralOwner
+        epoch = int(zk.get("/controller_epoch")[0])
+        broker._cluster.zk.expire_session_for_test()
+        # a new session: registered again under it, and the controller role contested again
+        wait_until(lambda: zk.exists("/brokers/ids/7") and zk.get("/brokers/ids/7")[1].ephemeralOwner != owner,
+                   30, "broker 7 registered under a new session")
+        wait_until(lambda: int(zk.get("/controller_epoch")[0]) == epoch + 1, 30, "a new controller epoch")
+        assert znode_json(zk, "/controller")["brokerid"] == 7
+        assert broker._cluster.controller.active and broker._cluster.controller.epoch == epoch + 1
+    wait_until(lambda: not zk.exists("/brokers/ids/7"), 20, "the registration gone with the session")
+
+
+def test_a_broker_id_in_use_is_refused(cluster_factory) -> None:
+    cluster_factory.add(1)
+    clash = cluster_factory.brokers[1]
+    from zk_cluster import BrokerProcess
+
+    twin = BrokerProcess(1, clash.log_dir.with_name("twin"), dict(clash.config))
+    with pytest.raises(AssertionError) as e:
+        twin.start()
+    assert "broker.id 1 is already registered" in str(e.value)
+
+
+def test_zookeeper_unreachable_fails_the_start_with_a_clear_message(tmp_path) -> None:
+    from kafkalog.broker import Broker
+    from kafkalog.errors import KafkalogError
+    from kafkalog.tools._zookeeper import free_port
+
+    config = {"zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": "1000"}
+    with pytest.raises(KafkalogError, match="did not answer within 1 s"):
+        Broker(tmp_path / "alone", config=config).run_in_thread()
