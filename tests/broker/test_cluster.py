@@ -298,3 +298,47 @@ def test_zookeeper_unreachable_fails_the_start_with_a_clear_message(tmp_path) ->
     config = {"zookeeper.connect": f"127.0.0.1:{free_port()}", "zookeeper.connection.timeout.ms": "1000"}
     with pytest.raises(KafkalogError, match="did not answer within 1 s"):
         Broker(tmp_path / "alone", config=config).run_in_thread()
+
+
+def test_cluster_up_starts_zookeeper_and_brokers_and_stops_them(tmp_path) -> None:
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalog", "cluster", "up", str(tmp_path / "c"), "--brokers", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        import queue
+        import threading
+
+        lines: queue.Queue[str] = queue.Queue()  # select() cannot see lines already buffered
+        threading.Thread(target=lambda: [lines.put(line.strip()) for line in proc.stdout], daemon=True).start()
+        first, second = lines.get(timeout=scaled(90)), lines.get(timeout=scaled(30))
+        lines = [first, second]
+        connect = lines[0].removeprefix("zookeeper.connect=")
+        bootstrap = lines[1].removeprefix("bootstrap.servers=")
+        assert len(bootstrap.split(",")) == 3
+        md = confluent_admin.AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=scaled(10))
+        assert sorted(md.brokers) == [1, 2, 3] and md.controller_id in (1, 2, 3)
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=connect)
+        client.start(timeout=scaled(10))
+        try:
+            assert sorted(client.get_children("/brokers/ids")) == ["1", "2", "3"]
+        finally:
+            client.stop()
+            client.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(scaled(60)) == 0
+        assert "cluster stopped" in proc.stderr.read()
+        for i in (1, 2, 3):
+            assert (tmp_path / "c" / f"broker-{i}" / "kafkalog-broker.json").exists()
+            assert "every leadership moved" in (tmp_path / "c" / f"broker-{i}.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
