@@ -342,3 +342,27 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_stops_them(tmp_path) -> Non
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_producer_ids_come_from_one_block_sequence_across_brokers(cluster, zk) -> None:
+    import struct
+    import socket
+
+    def init_producer_id(address: str) -> int:
+        host, port = address.rsplit(":", 1)
+        # InitProducerId v0: null transactional id, timeout
+        body = struct.pack(">hhih", 22, 0, 1, -1) + struct.pack(">hi", -1, 60000)
+        with socket.create_connection((host, int(port)), timeout=scaled(10)) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", s.recv(4))[0]
+            data = b""
+            while len(data) < size:
+                data += s.recv(size - len(data))
+        _, _, error, producer_id, _ = struct.unpack(">iihqh", data)
+        assert error == 0
+        return producer_id
+
+    ids = [init_producer_id(b.address) for b in cluster.brokers.values()]
+    assert len(set(ids)) == 3 and sorted(i // 1000 for i in ids) == [0, 1, 2]
+    block = znode_json(zk, "/latest_producer_id_block")
+    assert block["version"] == 1 and block["block_start"] == "2000" and block["block_end"] == "2999"

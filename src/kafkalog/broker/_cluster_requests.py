@@ -58,6 +58,7 @@ class _ClusterHandlers(_BrokerState):
         self._replicas = self._replica_manager(member)
         await member.start(self.advertised_host, self.port, self._cluster_id, self._replicas)
         self._cluster_id = member.cluster_id
+        self._producer_id_block_end = self._next_producer_id  # the first InitProducerId claims a block in ZooKeeper
 
     def _replica_manager(self, member: ClusterMember) -> PartitionListener:
         """The replication data plane when present (``_replica_manager.ReplicaManager``), else
