@@ -366,3 +366,43 @@ def test_producer_ids_come_from_one_block_sequence_across_brokers(cluster, zk) -
     assert len(set(ids)) == 3 and sorted(i // 1000 for i in ids) == [0, 1, 2]
     block = znode_json(zk, "/latest_producer_id_block")
     assert block["version"] == 1 and block["block_start"] == "2000" and block["block_end"] == "2999"
+
+
+def test_find_coordinator_names_the_leader_of_the_groups_offsets_partition(cluster, zk) -> None:
+    from kafkalog.protocol import partition_for
+
+    # the first FindCoordinator creates __consumer_offsets with offsets.topic.replication.factor 3
+    # and answers COORDINATOR_NOT_AVAILABLE (the client retries) while its leaders are elected
+    assert _find(cluster, "g1") is None
+    wait_until(lambda: zk.exists("/brokers/topics/__consumer_offsets"), 30, "__consumer_offsets created")
+    topic = znode_json(zk, "/brokers/topics/__consumer_offsets")
+    assert len(topic["partitions"]) == 50 and all(len(r) == 3 for r in topic["partitions"].values())
+    assert znode_json(zk, "/config/topics/__consumer_offsets")["config"]["cleanup.policy"] == "compact"
+    p = partition_for("g1", 50)
+    leader = _wait_state(zk, "__consumer_offsets", lambda s: s["leader"] > 0, p)["leader"]
+    wait_until(lambda: _find(cluster, "g1") == leader, 30, "FindCoordinator naming the partition's leader")
+
+
+def test_offsets_topic_waits_for_enough_brokers(cluster_factory, zk) -> None:
+    cluster_factory.add(1)
+    cluster_factory.add(2)
+    assert _find(cluster_factory, "g") is None  # 2 alive < offsets.topic.replication.factor 3
+    assert not zk.exists("/brokers/topics/__consumer_offsets")
+
+
+def _find(cluster: Cluster, group: str) -> int | None:
+    import socket
+    import struct
+
+    broker = next(iter(cluster.brokers.values()))
+    host, port = broker.address.rsplit(":", 1)
+    key = group.encode()
+    body = struct.pack(">hhih", 10, 0, 1, -1) + struct.pack(">h", len(key)) + key
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", s.recv(4))[0]
+        data = b""
+        while len(data) < size:
+            data += s.recv(size - len(data))
+    _, error, node = struct.unpack(">ihi", data[:10])
+    return node if error == 0 else None

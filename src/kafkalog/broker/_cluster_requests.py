@@ -20,9 +20,10 @@ from ..checkpoint import new_topic_id
 from ..errors import InvalidConfigError
 from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..log_config import parse_config_bool
-from ..protocol import ErrorCode, Request
+from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
 from ._cluster import ClusterMember, MetadataCache, PartitionListener
 from ._local_replicas import LocalReplicas
+from ._offsets_topic import offsets_topic_overrides
 from ._replica_assignment import assign_replicas, start_index_for_added
 from ._state import MAX_PARTITIONS_PER_TOPIC, _BrokerState
 from ._zk import NO_LEADER, PREFERRED_ELECTION_PATH, ZK_ERRORS, TopicAssignment
@@ -35,6 +36,11 @@ _UNCLEAN = 1
 #: How long to keep retrying a preferred election while another one is in progress, in seconds.
 _ELECTION_BUSY_S = 0.1
 _OPERATIONS_NOT_REQUESTED = -(2**31)
+#: FindCoordinator: the group key type, the first batched version, "no node".
+_GROUP_KEY_TYPE = 0
+_BATCHED_FIND_COORDINATOR = 4
+_NO_NODE = -1
+
 
 
 class _ClusterHandlers(_BrokerState):
@@ -311,6 +317,60 @@ class _ClusterHandlers(_BrokerState):
                                             body["timeout_ms"] / 1000):
             return ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} have no leader yet."
         return ErrorCode.NONE, None
+
+    # -- FindCoordinator ------------------------------------------------------------------------
+
+    async def _cluster_find_coordinator(self, request: Request) -> dict[str, Any]:
+        """The coordinator of a group is the leader of its ``__consumer_offsets`` partition
+        (``GroupCoordinator.partitionFor``). The topic is created on the first request with
+        ``offsets.topic.replication.factor``; as in Kafka, that fails (COORDINATOR_NOT_AVAILABLE,
+        retried by clients) while fewer brokers are alive than the factor asks."""
+        assert self._cluster is not None
+        body = request.body or {}
+        version = request.api_version
+        keys = body["coordinator_keys"] if version >= _BATCHED_FIND_COORDINATOR else [body["key"]]
+        cache = self._cluster.cache
+        answers = []
+        for key in keys:
+            node, code, message = _NO_NODE, ErrorCode.NONE, None
+            if body["key_type"] != _GROUP_KEY_TYPE:
+                code, message = ErrorCode.INVALID_REQUEST, (
+                    f"key type {body['key_type']}: kafkalog's broker has no transaction coordinator")
+            elif CONSUMER_OFFSETS_TOPIC not in cache.assignments:
+                code, message = await self._create_offsets_topic()
+                if code is ErrorCode.NONE:
+                    code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is loading"
+            else:
+                partitions = len(cache.assignments[CONSUMER_OFFSETS_TOPIC].partitions)
+                leader = cache.leader_of(CONSUMER_OFFSETS_TOPIC, partition_for(key, partitions))
+                if leader not in cache.brokers:
+                    code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+                else:
+                    node = leader
+            host, port = cache.brokers.get(node, ("", _NO_NODE))
+            answers.append({"key": key, "error_code": code, "error_message": message, "node_id": node,
+                            "host": host, "port": port})
+        if version >= _BATCHED_FIND_COORDINATOR:
+            return {"throttle_time_ms": 0, "coordinators": answers}
+        return {"throttle_time_ms": 0, **answers[0]}
+
+    async def _create_offsets_topic(self) -> tuple[ErrorCode, str | None]:
+        assert self._cluster is not None
+        factor = self.config.cluster.offsets_replication_factor
+        alive = len(self._cluster.cache.brokers)
+        if alive < factor:
+            # Kafka's message (ZkAdminManager/AutoTopicCreationManager), answered as
+            # COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, (
+                f"Number of alive brokers '{alive}' does not meet the required replication factor '{factor}' for "
+                f"the offsets topic (configured via 'offsets.topic.replication.factor'). This error can be ignored "
+                f"if the cluster is starting up and not all brokers are up yet.")
+        code, message = await self._cluster_create(
+            CONSUMER_OFFSETS_TOPIC, self.config.groups.offsets_partitions, factor, None,
+            offsets_topic_overrides(self.config.groups), 0)
+        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            return ErrorCode.NONE, None
+        return ErrorCode(code), message
 
     # -- ElectLeaders -------------------------------------------------------------------------------
 

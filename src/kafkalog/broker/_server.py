@@ -192,6 +192,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
                 ApiKey.CREATE_TOPICS: self._cluster_create_topics,
                 ApiKey.DELETE_TOPICS: self._cluster_delete_topics,
                 ApiKey.CREATE_PARTITIONS: self._cluster_create_partitions,
+                ApiKey.FIND_COORDINATOR: self._cluster_find_coordinator,
             })
 
     # -- lifecycle ------------------------------------------------------------------------------
