@@ -156,9 +156,8 @@ class ClusterMember:
     async def controlled_shutdown(self) -> bool:
         """Move this broker's leaderships away through the controller (bounded retries);
         whether none remained."""
-        assert self._loop is not None
-        if not self.config.controlled_shutdown:
-            return False
+        if self._loop is None or not self.config.controlled_shutdown:
+            return False  # never started, or not asked for
         return await self._loop.run_in_executor(None, self._controlled_shutdown_blocking)
 
     def _controlled_shutdown_blocking(self) -> bool:
@@ -190,7 +189,8 @@ class ClusterMember:
     async def stop(self) -> None:
         """Stop the controller role and close the session (the registration vanishes)."""
         self._stopping = True
-        assert self._loop is not None
+        if self._loop is None:  # never started: nothing connected
+            return
         await self._loop.run_in_executor(None, self._stop_blocking)
         if self._delivery_task is not None:
             self._delivery_task.cancel()
@@ -236,6 +236,8 @@ class ClusterMember:
             except (ValueError, KeyError, TypeError):
                 holder = -1
         self.cache.controller_id = holder
+        if self._listener is not None and hasattr(self._listener, "controller_id"):
+            self._listener.controller_id = holder  # what the replica manager's Metadata names
         self.controller.notify("elect")
         self._post(None)
 

@@ -10,14 +10,13 @@ Also the broker's side of joining: :meth:`_ClusterHandlers._start_cluster` and t
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import random
 from collections import Counter
 from typing import Any
 
 from ..checkpoint import new_topic_id
-from ..errors import InvalidConfigError
+from ..errors import InvalidConfigError, KafkalogError
 from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..log_config import parse_config_bool
 from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
@@ -51,31 +50,42 @@ class _ClusterHandlers(_BrokerState):
 
     # -- joining and leaving ------------------------------------------------------------------------
 
+    def _cluster_member(self) -> ClusterMember | None:
+        """This broker's :class:`ClusterMember` when ``zookeeper.connect`` is set (made once; it
+        does not connect yet), whose ``live_brokers`` and ``alter_isr`` the replica manager is
+        built with."""
+        if self._cluster is None and self.config.cluster.enabled:
+            self._cluster = ClusterMember(self.config.node_id, self.config.cluster, self._topic_unclean)
+        return self._cluster
+
     async def _start_cluster(self) -> None:
-        """Join the cluster when ``zookeeper.connect`` is set (after the listeners are bound).
+        """Join the cluster when ``zookeeper.connect`` is set (after the listeners are bound
+        and the replica manager started).
 
         Raises:
             KafkalogError: ZooKeeper unreachable, the broker id taken, or kazoo missing.
         """
-        if not self.config.cluster.enabled:
+        member = self._cluster_member()
+        if member is None:
             return
-        member = ClusterMember(self.config.node_id, self.config.cluster, self._topic_unclean)
-        self._cluster = member
-        self._replicas = self._replica_manager(member)
+        self._replicas = self._partition_listener()
         await member.start(self.advertised_host, self.port, self._cluster_id, self._replicas)
         self._cluster_id = member.cluster_id
         self._producer_id_block_end = self._next_producer_id  # the first InitProducerId claims a block in ZooKeeper
 
-    def _replica_manager(self, member: ClusterMember) -> PartitionListener:
-        """The replication data plane when present (``_replica_manager.ReplicaManager``), else
-        :class:`LocalReplicas`: each broker opens the logs of the replicas assigned to it and
-        serves those it leads, without replication between brokers."""
-        try:
-            module = importlib.import_module(f"{__package__}._replica_manager")
-        except ImportError:
-            _log.warning("cluster mode without the replication data plane: replicas are not copied between brokers")
-            return LocalReplicas(self)
-        return module.ReplicaManager(self, brokers=member.live_brokers, alter_isr=member.alter_isr)
+    def _partition_listener(self) -> PartitionListener:
+        """The broker's replica manager (``self.replica_manager``, the replication data plane,
+        built with this member's callables) when it has one, else :class:`LocalReplicas`: each
+        broker opens the logs of the replicas assigned to it and serves those it leads, without
+        replication between brokers."""
+        manager = getattr(self, "replica_manager", None)
+        if manager is not None:
+            if not getattr(manager, "replicated", True):
+                raise KafkalogError("the replica manager was built without the cluster's brokers/alter_isr "
+                                    "callables (Broker(..., brokers=..., alter_isr=...))")
+            return manager
+        _log.warning("cluster mode without the replication data plane: replicas are not copied between brokers")
+        return LocalReplicas(self)
 
     def _topic_unclean(self, topic: str) -> bool | None:
         """A topic's ``unclean.leader.election.enable`` (its ``/config/topics`` override, else the
