@@ -103,3 +103,35 @@ def test_the_znode_json_is_kafkas() -> None:
     state = PartitionState(2, 7, (2, 3), 4)
     assert state.encode() == b'{"controller_epoch":4,"leader":2,"version":1,"leader_epoch":7,"isr":[2,3]}'
     assert PartitionState.decode("x", state.encode(), 9) == PartitionState(2, 7, (2, 3), 4, 9)
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"[]", b'{"leader":1}', b'{"leader":"x","leader_epoch":0,"isr":[],"controller_epoch":1}',
+                                  b'{"leader":1,"leader_epoch":0,"isr":5,"controller_epoch":1}', b"\xff\xfe"])
+def test_a_malformed_state_znode_is_a_typed_error_naming_the_path(data) -> None:
+    from kafkalog.errors import KafkalogError
+
+    with pytest.raises(KafkalogError, match="/brokers/topics/t/partitions/0/state"):
+        PartitionState.decode("/brokers/topics/t/partitions/0/state", data, 0)
+
+
+def test_registrations_and_assignments_parse_as_kafka_writes_them() -> None:
+    from kafkalog.broker._zk import TopicAssignment, broker_json, parse_broker, split_connect
+    from kafkalog.errors import KafkalogError
+
+    assert parse_broker("/brokers/ids/1", broker_json("127.0.0.1", 9092)) == ("127.0.0.1", 9092)
+    # a registration Kafka 3.x wrote (two listeners): the first endpoint
+    kafka = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT","INTERNAL":"PLAINTEXT"},'
+             b'"endpoints":["PLAINTEXT://kafka-1:9092","INTERNAL://kafka-1:19092"],"jmx_port":-1,"features":{},'
+             b'"host":"kafka-1","timestamp":"1700000000000","port":9092,"version":5}')
+    assert parse_broker("/brokers/ids/1", kafka) == ("kafka-1", 9092)
+    with pytest.raises(KafkalogError, match="/brokers/ids/2"):
+        parse_broker("/brokers/ids/2", b'{"version":5}')
+    written = TopicAssignment("AAAAAAAAAAAAAAAAAAAAAA", {1: (2, 3), 0: (1, 2)}).encode()
+    assert written == (b'{"version":3,"partitions":{"0":[1,2],"1":[2,3]},"adding_replicas":{},"removing_replicas":{},'
+                       b'"topic_id":"AAAAAAAAAAAAAAAAAAAAAA"}')
+    assert TopicAssignment.decode("t", written, 3) == TopicAssignment("AAAAAAAAAAAAAAAAAAAAAA", {0: (1, 2), 1: (2, 3)}, 3)
+    with pytest.raises(KafkalogError, match="/brokers/topics/x"):
+        TopicAssignment.decode("/brokers/topics/x", b'{"partitions":{"a":[1]}}', 0)
+    assert split_connect("h1:2181,h2:2181/kafka/") == ("h1:2181,h2:2181", "/kafka")
+    with pytest.raises(InvalidConfigError, match="zookeeper.connect"):
+        split_connect("nohost")
