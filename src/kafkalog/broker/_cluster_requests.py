@@ -20,6 +20,7 @@ from ..errors import InvalidConfigError, KafkalogError
 from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..log_config import parse_config_bool
 from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
+from ._admin import _CLUSTER_OPERATIONS, _OPERATIONS_NOT_REQUESTED, _TOPIC_OPERATIONS
 from ._cluster import ClusterMember, MetadataCache, PartitionListener
 from ._local_replicas import LocalReplicas
 from ._offsets_topic import offsets_topic_overrides
@@ -34,7 +35,6 @@ _PREFERRED = 0
 _UNCLEAN = 1
 #: How long to keep retrying a preferred election while another one is in progress, in seconds.
 _ELECTION_BUSY_S = 0.1
-_OPERATIONS_NOT_REQUESTED = -(2**31)
 #: FindCoordinator: the group key type, the first batched version, "no node".
 _GROUP_KEY_TYPE = 0
 _BATCHED_FIND_COORDINATOR = 4
@@ -142,7 +142,8 @@ class _ClusterHandlers(_BrokerState):
                 partitions = [self._partition_metadata(cache, name, p, r) for p, r in sorted(assignment.partitions.items())]
             topics.append({
                 "error_code": error, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
-                "topic_authorized_operations": _OPERATIONS_NOT_REQUESTED,
+                "topic_authorized_operations": _TOPIC_OPERATIONS if body["include_topic_authorized_operations"]
+                else _OPERATIONS_NOT_REQUESTED,
             })
         return {
             "throttle_time_ms": 0,
@@ -150,7 +151,8 @@ class _ClusterHandlers(_BrokerState):
             "cluster_id": self._cluster_id,
             "controller_id": cache.controller_id,
             "topics": topics,
-            "cluster_authorized_operations": _OPERATIONS_NOT_REQUESTED,
+            "cluster_authorized_operations": _CLUSTER_OPERATIONS if body["include_cluster_authorized_operations"]
+            else _OPERATIONS_NOT_REQUESTED,
         }
 
     @staticmethod
