@@ -381,6 +381,28 @@ def test_find_coordinator_names_the_leader_of_the_groups_offsets_partition(clust
     p = partition_for("g1", 50)
     leader = _wait_state(zk, "__consumer_offsets", lambda s: s["leader"] > 0, p)["leader"]
     wait_until(lambda: _find(cluster, "g1") == leader, 30, "FindCoordinator naming the partition's leader")
+    # the other brokers answer the group's requests NOT_COORDINATOR (16)
+    for broker_id, broker in cluster.brokers.items():
+        code = _heartbeat(broker.address, "g1")
+        assert code == 16 if broker_id != leader else code != 16
+
+
+def _heartbeat(address: str, group: str) -> int:
+    """A Heartbeat v0 for ``group`` (generation 0, an unknown member); its error code."""
+    import socket
+    import struct
+
+    host, port = address.rsplit(":", 1)
+    key = group.encode()
+    body = (struct.pack(">hhih", 12, 0, 2, -1) + struct.pack(">h", len(key)) + key + struct.pack(">i", 0)
+            + struct.pack(">h", 1) + b"m")
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", s.recv(4))[0]
+        data = b""
+        while len(data) < size:
+            data += s.recv(size - len(data))
+    return struct.unpack(">ih", data[:6])[1]
 
 
 def test_offsets_topic_waits_for_enough_brokers(cluster_factory, zk) -> None:
