@@ -325,7 +325,7 @@ class ClusterMember:
                         result = self._listener.stop_partition(topic, partition, True)
                     if inspect.isawaitable(result):
                         await result
-                except Exception:  # one partition's failure must not stop the others'
+                except Exception:  # noqa: BLE001 - one partition's failure must not stop the others'
                     _log.exception("applying %s to %s-%d failed", item[0], item[1], item[2])
             self._changed.set()
             self._changed = asyncio.Event()

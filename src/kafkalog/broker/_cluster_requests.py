@@ -271,7 +271,8 @@ class _ClusterHandlers(_BrokerState):
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
             else:
                 await self._in_executor(self._cluster.zk.mark_for_deletion, name)
-                if not await self._cluster.wait_for(lambda c: name not in c.assignments, body["timeout_ms"] / 1000):
+                if not await self._cluster.wait_for(lambda c, name=name: name not in c.assignments,
+                                                    body["timeout_ms"] / 1000):
                     code, message = ErrorCode.REQUEST_TIMED_OUT, f"Topic {name} is marked for deletion; not gone yet."
             results.append({"name": name, "error_code": code, "error_message": message})
         return {"throttle_time_ms": 0, "responses": results}

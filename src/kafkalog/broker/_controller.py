@@ -155,6 +155,13 @@ class Controller:
         holder = self._zk.controller()
         if holder == self._id and self._epoch is not None:
             return
+        if holder == self._id:
+            # our node: this session's (keep the role, with its epoch) or the previous
+            # session's (it vanishes with it, and its deletion brings us back here)
+            held = self._zk.held_controller_epoch()
+            if held is not None:
+                self._epoch, self._epoch_version = held
+            return
         if holder is not None and holder != self._id:
             if self._epoch is not None:
                 _log.info("controller %d: broker %d is the controller now; resigning", self._id, holder)

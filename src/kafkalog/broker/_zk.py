@@ -279,11 +279,8 @@ class ZkClient:
 
     def _check_new_session(self) -> None:
         sid = self.session_id
-        if sid is not None and self._session_id is not None and sid != self._session_id:
-            self._session_id = sid
-            for listener in self._session_listeners:
-                listener("new")
-        elif self._session_id is None and sid is not None:
+        if sid is not None and sid != self._session_id:
+            # the first session after a loss (None before), or a new id after a reconnect
             self._session_id = sid
             for listener in self._session_listeners:
                 listener("new")
@@ -370,6 +367,15 @@ class ZkClient:
             if isinstance(results[1], NodeExistsError):
                 return None
         return None
+
+    def held_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, epoch znode version) when ``/controller`` belongs to this session, else None
+        (a node of this broker's previous session is not ours: it vanishes with that session)."""
+        got = self._get(CONTROLLER_PATH)
+        if got is None or got[1].ephemeralOwner != self.session_id:
+            return None
+        epoch = self._get(CONTROLLER_EPOCH_PATH)
+        return None if epoch is None else (int(epoch[0] or b"0"), epoch[1].version)
 
     def resign(self, broker_id: int) -> None:
         """Delete ``/controller`` if this broker holds it."""
@@ -507,7 +513,7 @@ class ZkClient:
         deadline = time.monotonic() + timeout_s
         while True:
             changed = threading.Event()
-            if self._zk.exists(path, watch=lambda event: changed.set()) is None:
+            if self._zk.exists(path, watch=lambda event, changed=changed: changed.set()) is None:
                 return True
             left = deadline - time.monotonic()
             if left <= 0 or not changed.wait(left):

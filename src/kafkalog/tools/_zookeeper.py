@@ -85,12 +85,9 @@ class ZooKeeperServer:
             f"maxSessionTimeout={max(60_000, 20 * self.tick_ms)}\n"
         )
         env = {**os.environ, "ZOO_LOG_DIR": str(self.directory), "ZOOCFGDIR": str(self.directory)}
-        log = open(self.directory / "zookeeper.out", "ab")
-        try:
+        with open(self.directory / "zookeeper.out", "ab") as log:
             self._process = subprocess.Popen([script, "start-foreground", str(config)], stdout=log,
                                              stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        finally:
-            log.close()
         deadline = time.monotonic() + timeout_s
         while not ruok("127.0.0.1", self.port):
             if self._process.poll() is not None or time.monotonic() > deadline:
