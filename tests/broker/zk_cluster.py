@@ -22,8 +22,10 @@ from conftest import scaled, wait_until
 
 try:
     from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
 except ImportError:  # pragma: no cover
     KazooClient = None
+    NoNodeError = LookupError
 
 needs_zookeeper = pytest.mark.skipif(
     find_zookeeper() is None or KazooClient is None,
@@ -156,9 +158,10 @@ def wait_for_znode(zk: KazooClient, path: str, predicate=lambda value: True, sec
     found = []
 
     def check() -> bool:
-        if not zk.exists(path):
+        try:
+            value = znode_json(zk, path)
+        except NoNodeError:  # absent, or deleted between two looks
             return False
-        value = znode_json(zk, path)
         if predicate(value):
             found[:] = [value]
             return True
