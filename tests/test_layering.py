@@ -77,9 +77,11 @@ CORE_LAYERS = {
     "index_rebuild": 7,
     "salvage": 7,
     "verify": 7,
+    # schema-aware decoding: the _schemas topic read through the partition view, the registry
+    "schema_registry": 6,
 }
 #: Core subpackages: every module in one takes its package's layer.
-CORE_PACKAGES = {"columnar", "producer_state", "verify"}
+CORE_PACKAGES = {"columnar", "producer_state", "verify", "schema_registry"}
 SURFACES = ("tools", "broker", "spark")
 #: The other subpackages (their facades) each surface may import.
 SURFACE_DEPS = {"tools": {"protocol", "broker"}, "broker": {"protocol"}, "spark": set(), "__main__": {"tools"}}
@@ -101,6 +103,11 @@ THIRD_PARTY_HOMES = {
     "pyarrow": {"spark", "columnar"},
     "fsspec": {"remote"},
     "s3fs": set(),  # reached through fsspec only
+    "fastavro": {"schema_registry"},
+    "google": {"schema_registry"},  # google.protobuf
+    "grpc_tools": {"schema_registry"},
+    "jsonschema": {"schema_registry"},
+    "referencing": {"schema_registry"},
     "kazoo": {"broker"},  # broker/_zk.py, the cluster's ZooKeeper client
 }
 

@@ -2,7 +2,7 @@
 
 The public API: records of every magic over memory or files, the builder and the enums;
 columnar decoding; the indexes, the log segment, the partition log and its configuration; the
-log cleaner; the operator capabilities (verify, salvage, index rebuilding); the errors. Everything else is internal (``docs/architecture.md`` says where it
+log cleaner; the operator capabilities (verify, salvage, index rebuilding); schema-aware decoding; the errors. Everything else is internal (``docs/architecture.md`` says where it
 lives and what the surfaces share); this module holds no logic, it re-exports.
 """
 
@@ -23,6 +23,7 @@ from .errors import (
     OffsetOutOfRangeError,
     ReadOnlyLogError,
     RecordTooLargeError,
+    SchemaError,
     TruncatedRecordError,
     UnsupportedCodecError,
 )
@@ -39,6 +40,7 @@ from .memory_records_builder import RecordBatchBuilder
 from .native import core_name
 from .record import ControlRecord, ControlRecordType, Header, Record, RecordBatch, TimestampType
 from .salvage import salvage_segment
+from .schema_registry import make_decoder, open_schema_store
 from .segment import LogSegment
 from .transaction_index import AbortedTxn, TransactionIndex
 from .verify import VerifyReport, verify_path, verify_segment
@@ -102,6 +104,10 @@ __all__ = [
     "CorruptCheckpointError",
     "OffsetOutOfRangeError",
     "ReadOnlyLogError",
+    "SchemaError",
+    # schema-aware decoding (kafkalog.schema_registry has the rest)
+    "open_schema_store",
+    "make_decoder",
     # which record core runs
     "core_name",
 ]

@@ -73,6 +73,9 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+#: The file a broker writes in each of its log directories (cluster id, node id: Kafka's
+#: ``MetaProperties``); kafkalog only looks for it, to recognise a log directory.
+META_PROPERTIES = "meta.properties"
 
 _VERSION = 0  # the only version of every checkpoint format and of partition.metadata
 

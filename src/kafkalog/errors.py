@@ -29,6 +29,9 @@ __all__ = [
     "ConversionError",
     "ReadOnlyLogError",
     "RemoteReadError",
+    "SchemaError",
+    "UnknownSchemaError",
+    "SchemaDecodeError",
 ]
 
 
@@ -188,3 +191,71 @@ class RemoteReadError(KafkalogError, OSError):
     """Reading a file on a remote filesystem failed (network, permissions, throttling): the
     request, not the bytes, is at fault. Also an ``OSError``, as a failed local read is, so
     that checkers report it as an unreadable file rather than as corruption at that position."""
+
+
+class SchemaError(KafkalogError, ValueError):
+    """A key or value could not be decoded with its schema (Schema Registry's wire format,
+    Avro, Protobuf, JSON Schema), or a schema could not be found or read. The message names
+    the schema id and the subject when they are known, and what was wrong; the reader that
+    met the record adds where it was (``file``, ``offset``).
+
+    Attributes:
+        schema_id: the registry's id of the schema involved, or None.
+        subject: the subject involved, or None.
+        offset: the offset of the record being decoded, or None.
+    """
+
+    def __init__(self, reason: str, *, file: str | None = None, position: int | None = None,
+                 schema_id: int | None = None, subject: str | None = None, offset: int | None = None) -> None:
+        self.schema_id = schema_id
+        self.subject = subject
+        self.offset = offset
+        super().__init__(reason, file=file, position=position)
+
+    def _render(self) -> str:
+        where = [] if self.file is None else [self.file]
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        what = []
+        if self.schema_id is not None:
+            what.append(f"schema id {self.schema_id}")
+        if self.subject is not None:
+            what.append(f"subject {self.subject!r}")
+        return ": ".join(where + ([", ".join(what)] if what else []) + [self.reason])
+
+    def at(self, *, file: str | None = None, offset: int | None = None) -> SchemaError:
+        """A copy of this error located at a record: ``file`` (or partition) and ``offset``."""
+        err = type(self)(self.reason, file=self.file if file is None else file, position=self.position,
+                         schema_id=self.schema_id, subject=self.subject,
+                         offset=self.offset if offset is None else offset)
+        err.__cause__ = self.__cause__
+        return err
+
+    def relocated(self, *, file: str | None = None, shift: int = 0) -> SchemaError:
+        err = self.at(file=file)
+        if err.position is not None:
+            err.position += shift
+            err.args = (err._render(),)
+        return err
+
+    def __reduce__(self):  # keep the schema id, subject and offset across pickling (Spark)
+        return (_rebuild_schema_error, (type(self), self.reason, self.file, self.position,
+                                        self.schema_id, self.subject, self.offset))
+
+
+def _rebuild_schema_error(cls: type[SchemaError], reason: str, file: str | None, position: int | None,
+                          schema_id: int | None, subject: str | None, offset: int | None) -> SchemaError:
+    return cls(reason, file=file, position=position, schema_id=schema_id, subject=subject, offset=offset)
+
+
+class UnknownSchemaError(SchemaError):
+    """The schema id (or subject and version) is not in the schema store: never registered,
+    hard-deleted, or the store is another registry's."""
+
+
+class SchemaDecodeError(SchemaError):
+    """The bytes do not decode: no magic byte where Schema Registry's wire format has one, a
+    payload its writer schema does not read (truncated, corrupt, another format), or a value
+    its JSON Schema rejects."""

@@ -431,9 +431,14 @@ class _Recovery:
         self._now_ms = now_ms
         self._view = view
         self._state: ProducerStateManager | None = None
-        self.recovered = 0  # segments recovered
+        self._recovered: set[int] = set()  # base offsets of the segments recovered
         self.truncated = 0  # bytes cut from invalid tails
         self.deleted = 0  # segments dropped after a truncated one or a hole
+
+    @property
+    def recovered(self) -> int:
+        """How many segments were recovered (each once, however often)."""
+        return len(self._recovered)
 
     def recover(self, segment: LogSegment) -> int:
         """Recover ``segment``; return the bytes truncated."""
@@ -447,13 +452,17 @@ class _Recovery:
         truncated = _recover_segment(
             segment, self._segments, self._log_start_offset, self._state, self._leader_epoch_cache, self._now_ms
         )
+        # Kafka recovers a segment with broken indexes at once and again when it lies past the
+        # recovery point (LogLoader.loadSegmentFiles, then recoverLog): counted, and noted, once.
+        first_time = segment.base_offset not in self._recovered
+        self._recovered.add(segment.base_offset)
         if self._view is not None:
-            self._view.changes.append(f"would rebuild the indexes of {segment.log.path}")
+            if first_time:
+                self._view.changes.append(f"would rebuild the indexes of {segment.log.path}")
             if truncated:
                 self._view.changes.append(
                     f"would truncate {truncated} bytes of {segment.log.path} at position {size - truncated}"
                 )
-        self.recovered += 1
         self.truncated += truncated
         return truncated
 

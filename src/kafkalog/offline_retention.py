@@ -226,8 +226,16 @@ class OfflineRetention(NamedTuple):
     log_end_offset: int
 
 
+#: How much of a segment without a valid batch is looked at to tell preallocated zeros from data.
+_FIRST_BYTES = 4096
+
+
 def _segment_facts(log_path: Path) -> RetentionSegment:
-    """Size, largest batch max timestamp and last offset of a segment (a header scan)."""
+    """Size, largest batch max timestamp and last offset of a segment (a header scan).
+
+    Raises:
+        KafkalogError: the file holds no valid batch and is not all zeros at its start.
+    """
     largest = -1
     last = None
     with FileRecords.open(log_path) as fr:
@@ -237,8 +245,16 @@ def _segment_facts(log_path: Path) -> RetentionSegment:
                 if batch.max_timestamp > largest:
                     largest = batch.max_timestamp
                 last = batch.last_offset
-        except KafkalogError:
-            pass  # a damaged tail: retention looks at what is readable, as Kafka's index does
+        except KafkalogError as e:
+            # A damaged tail: retention looks at what is readable, as Kafka's index does. But a
+            # file with no batch at all, and bytes other than a preallocated segment's zeros, is
+            # no Kafka log: calling it empty would hide that.
+            if last is None and any(fr.read(0, min(size, _FIRST_BYTES))):
+                raise KafkalogError(
+                    f"not Kafka log data: no valid batch here ({e.reason}); kafkalog verify says what is wrong",
+                    file=str(log_path),
+                    position=0,
+                ) from None
     if largest < 0:
         largest = log_path.stat().st_mtime_ns // 1_000_000
     return RetentionSegment(segment_base_offset(log_path), size, largest, str(log_path), last)
@@ -256,7 +272,8 @@ def plan_partition_retention(directory: str | os.PathLike, config: LogConfig, no
     ``log-start-offset-checkpoint``), and the log end offset as the high watermark.
 
     Raises:
-        KafkalogError: no segments in ``directory``; a corrupt ``log-start-offset-checkpoint``.
+        KafkalogError: no segments in ``directory``; a segment without a valid batch that is not
+            preallocated zeros (no Kafka log data); a corrupt ``log-start-offset-checkpoint``.
         OSError: the files cannot be read.
     """
     directory = Path(directory)

@@ -181,6 +181,12 @@ class PartitionView:
                 position = self.seek(segment, offset, records) if offset > segment.base else 0
                 yield from self._headers(i, records, position)
 
+    def batches(self, offset: int | None = None) -> Iterator[RecordBatch]:
+        """Batch headers from the batch holding ``offset`` (default: the log start) to the log
+        end; records come from each batch's ``records()``. Bad bytes end the scan as
+        :class:`OnCorruption` says. Users: the offline schema store (``_schemas``)."""
+        return self._batches_from(self.log_start_offset if offset is None else offset)
+
     def seek(self, segment: SegmentView, offset: int, records: FileRecords) -> int:
         """The position in ``segment`` (open as ``records``) of the offset-index floor entry
         of ``offset``, checked to frame a batch; else 0."""

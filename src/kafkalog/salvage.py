@@ -161,6 +161,12 @@ def salvage_segment(
             21, "Is a directory (salvage takes one .log file)", str(src)
         )
     out = _destination(src, os.fspath(dst))
+    if not out.parent.is_dir():
+        # Name the directory the user gave, not the temporary file written in it.
+        why = "is not a directory" if out.parent.exists() else "does not exist"
+        raise FileNotFoundError(
+            2, f"the output's directory {out.parent} {why} (a DST ending with / is created)", os.fspath(dst)
+        )
     if out.exists():
         if os.path.samefile(src, out):
             raise KafkalogError("the output is the source itself; salvage into another file", file=str(out))

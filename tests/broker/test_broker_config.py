@@ -18,6 +18,13 @@ INT64_MAX = 2**63 - 1
     ("num.partitions", 1, "num_partitions"),
     ("fetch.max.bytes", 1024, "fetch_max_bytes"),
     ("log.retention.check.interval.ms", INT64_MAX, "retention_check_interval_ms"),
+    ("default.replication.factor", 3, "default_replication_factor"),
+    ("replica.lag.time.max.ms", INT64_MAX, "replica_lag_time_max_ms"),
+    ("replica.fetch.max.bytes", 0, "replica_fetch_max_bytes"),
+    ("replica.fetch.wait.max.ms", INT32_MAX, "replica_fetch_wait_max_ms"),
+    ("replica.fetch.min.bytes", 1, "replica_fetch_min_bytes"),
+    ("replica.fetch.backoff.ms", 0, "replica_fetch_backoff_ms"),
+    ("offsets.topic.replication.factor", 32767, "offsets_topic_replication_factor"),
 ])
 def test_broker_ints_at_their_bounds(key, value, field) -> None:
     assert getattr(BrokerConfig.from_properties({key: f" {value} "}), field) == value
@@ -30,6 +37,10 @@ def test_broker_ints_at_their_bounds(key, value, field) -> None:
     ("fetch.max.bytes", "1023"),
     ("log.retention.check.interval.ms", str(INT64_MAX + 1)),
     ("default.replication.factor", "x"),
+    ("default.replication.factor", "0"),
+    ("replica.lag.time.max.ms", "0"),
+    ("offsets.topic.replication.factor", "32768"),
+    ("controlled.shutdown.enable", "yes"),
     ("log.retention.hours", str(INT32_MAX + 1)),
     ("auto.create.topics.enable", "yes"),
     ("offsets.topic.num.partitions", str(INT32_MAX + 1)),
@@ -73,3 +84,15 @@ def test_time_synonyms_follow_kafka_config(props, retention_ms, segment_ms) -> N
         assert config.retention_ms == retention_ms
     if segment_ms is not None:
         assert config.segment_ms == segment_ms
+
+
+def test_replication_settings_have_kafkas_defaults() -> None:
+    config = BrokerConfig.from_properties({})
+    assert (config.default_replication_factor, config.replica_lag_time_max_ms, config.replica_fetch_max_bytes,
+            config.replica_fetch_response_max_bytes, config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
+            config.replica_fetch_backoff_ms, config.replica_high_watermark_checkpoint_interval_ms,
+            config.offsets_topic_replication_factor, config.controlled_shutdown_enable,
+            config.auto_leader_rebalance_enable) == (1, 30_000, 1_048_576, 10_485_760, 500, 1, 1_000, 5_000, 3, True, True)
+    assert not BrokerConfig.from_properties({"auto.leader.rebalance.enable": "FALSE"}).auto_leader_rebalance_enable
+    # Topic settings with a broker-wide default under the same name.
+    assert dict(BrokerConfig.from_properties({"min.insync.replicas": "2"}).topic_defaults)["min.insync.replicas"] == "2"

@@ -41,6 +41,7 @@ from kafka.protocol.consumer import (  # noqa: E402
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
+from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse  # noqa: E402
 from kafka.protocol.metadata import (  # noqa: E402
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -89,6 +90,7 @@ ORACLE = {
     p.ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     p.ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
     p.ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    p.ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     p.ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     p.ApiKey.DELETE_RECORDS: (DeleteRecordsRequest, DeleteRecordsResponse),
     p.ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
@@ -256,7 +258,7 @@ def test_api_versions_fallback_is_the_v0_layout() -> None:
 
 def test_advertised_versions() -> None:
     assert {(v["api_key"], v["min_version"], v["max_version"]) for v in p.supported_api_versions()} == {
-        (0, 0, 8), (1, 4, 11), (2, 1, 5), (3, 0, 8), (18, 0, 3), (19, 0, 4), (22, 0, 1),
+        (0, 0, 8), (1, 4, 12), (2, 1, 5), (3, 0, 8), (18, 0, 3), (19, 0, 4), (22, 0, 1), (23, 0, 4),
         (20, 0, 5), (21, 0, 2), (32, 0, 4), (33, 0, 2), (37, 0, 3), (44, 0, 1), (43, 0, 2)} | GROUP_API_VERSIONS
 
 
@@ -371,7 +373,7 @@ def test_unknown_apis_and_versions() -> None:
         with pytest.raises(p.UnsupportedApiError, match=f"{p.ApiKey(key).name} version"):
             p.decode_request(struct.pack(">hhih", key, version, 1, -1) + tags)
     with pytest.raises(p.UnsupportedApiError):
-        p.encode_body(p.ApiKey.FETCH, 12, {})
+        p.encode_body(p.ApiKey.FETCH, 13, {})
 
 
 def test_invalid_utf8_reads_with_replacement_as_java_does() -> None:

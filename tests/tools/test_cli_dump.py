@@ -809,25 +809,35 @@ def test_transaction_log_decoder(tmp_path: Path) -> None:
     rc, out, err = dump("--files", log, "--transaction-log-decoder")
     assert (rc, err) == (0, "")
     records = [line.split("headerKeys: [] ", 1)[1] for line in lines(out) if line.startswith("| ")]
-    key = "key: transaction_metadata::transactionalId=my-txn"
-    # Partitions print in the order of Kafka's Scala mutable.HashSet: t-0, t-1, t-2 hash to
-    # buckets 5, 4 and 3 of its 16 (TopicPartition.hashCode, Scala's improveHash).
-    assert records[0] == key + " payload: producerId:42,producerEpoch:3,state=Ongoing,partitions=[t-2,t-1,t-0],txnLastUpdateTimestamp=1700,txnTimeoutMs=60000"
-    assert records[1] == key + " payload: producerId:42,producerEpoch:3,state=Empty,partitions=[],txnLastUpdateTimestamp=1700,txnTimeoutMs=60000"
-    assert records[2] == key + " payload: producerId:42,producerEpoch:3,state=CompleteCommit,partitions=[u-9],txnLastUpdateTimestamp=1800,txnTimeoutMs=60000"
+    # Kafka 4's TransactionLogMessageParser (TransactionCoordinatorRecordSerde and the generated
+    # JSON converters): the coordinators' JSON, the status as its id, partitions as written.
+    key = 'key: {"type":"0","data":{"transactionalId":"my-txn"}}'
+
+    def value(version: int, status: int, partitions: str, updated: int) -> str:
+        return (
+            f' payload: {{"version":"{version}","data":{{"producerId":42,"producerEpoch":3,'
+            f'"transactionTimeoutMs":60000,"transactionStatus":{status},"transactionPartitions":{partitions},'
+            f'"transactionLastUpdateTimestampMs":{updated},"transactionStartTimestampMs":1600}}}}'
+        )
+
+    assert records[0] == key + value(0, 1, '[{"topic":"t","partitionIds":[0,1,2]}]', 1700)
+    assert records[1] == key + value(0, 0, '[{"topic":"t","partitionIds":[0]}]', 1700)
+    assert records[2] == key + value(1, 4, '[{"topic":"u","partitionIds":[9]}]', 1800)
     assert records[3] == key + " payload: <DELETE>"
-    assert records[4] == "key: unknown::version=5"
+    assert records[4] == "key: Unknown record type 5 at offset 4, skipping."
 
 
 @pytest.mark.skipif(not SHARED_REAL.is_dir(), reason="shared corpus not present")
 def test_transaction_log_decoder_on_real_transaction_state() -> None:
     (log,) = SHARED_REAL.glob("*/__transaction_state-44/00000000000000000000.log")
-    rc, out, err = dump("--files", log, "--transaction-log-decoder")
+    rc, out, err = dump("--files", log, "--transaction-log-decoder", "--json")
     assert (rc, err) == (0, "")
-    payloads = [line.split(" payload: ")[1] for line in lines(out) if line.startswith("| ")]
-    states = ["state=Empty", "state=Ongoing", "state=PrepareCommit", "state=CompleteCommit"]
-    assert [p.split(",")[2] for p in payloads] == states
-    assert "partitions=[_confluent-ksql-default__command_topic-0]" in payloads[1]
+    values = [o["value"] for o in map(json.loads, lines(out)) if o["type"] == "record"]
+    # Empty, Ongoing, PrepareCommit, CompleteCommit (TransactionState ids)
+    assert [v["data"]["transactionStatus"] for v in values] == [0, 1, 2, 4]
+    assert values[1]["data"]["transactionPartitions"] == [
+        {"topic": "_confluent-ksql-default__command_topic", "partitionIds": [0]}
+    ]
 
 
 def test_scala_hash_orders() -> None:
@@ -836,7 +846,6 @@ def test_scala_hash_orders() -> None:
     for key in ("b", "a", "b"):  # "a" hashes to 97 (bucket 1), "b" to 98 (bucket 2)
         m.put(key)
     assert m.keys() == ["a", "b"]
-    assert _jvm._scala_topic_partition_set([[("t", 0), ("t", 1), ("t", 2)]]) == [("t", 2), ("t", 1), ("t", 0)]
 
 
 # -- checkpoints (kafkalog extension) ------------------------------------------------------------------

@@ -105,7 +105,7 @@ EXPECTED = {
     ("retention", "missing"): (1, "No such file or directory", None),
     ("retention", "empty"): (1, "no log segments", None),
     ("retention", "truncated"): (0, None, "00000000000000000000.log"),  # plans on what is readable
-    ("retention", "garbage"): (0, None, "nothing to delete"),
+    ("retention", "garbage"): (1, "not Kafka log data", None),  # not "empty" (issue 27)
     ("convert", "missing"): (1, "No such file or directory", None),
     ("convert", "empty"): (1, "no log segments", None),
     ("convert", "truncated"): (1, "partial batch", None),  # refuses damaged input

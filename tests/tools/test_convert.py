@@ -267,7 +267,7 @@ def test_headers_need_magic_2(tmp_path) -> None:
         with pytest.raises(ConversionError, match="has headers"):
             convert_segment(src, tmp_path / f"v{magic}", magic=magic, drop_timestamps=True)
         assert not (tmp_path / f"v{magic}" / src.name).exists()
-        assert not any((tmp_path / f"v{magic}").iterdir())  # nothing half-written is left
+        assert not (tmp_path / f"v{magic}").exists()  # nor the directory it created (issue 27)
 
 
 def test_what_old_formats_cannot_hold(tmp_path) -> None:
@@ -309,7 +309,7 @@ def test_refuses_damaged_input(tmp_path) -> None:
     src.write_bytes(data)
     with pytest.raises(KafkalogError, match="crc"):
         convert_segment(src, tmp_path / "out")
-    assert not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()  # nothing left, not even the directory it created
 
 
 def test_convert_a_partition_directory(tmp_path) -> None:

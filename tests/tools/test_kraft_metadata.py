@@ -60,7 +60,7 @@ def test_every_record_type_round_trips(tmp_path: Path) -> None:
     records = payloads(log)
     assert [(r["value"]["type"], r["value"]["version"]) for r in records] == expected
     assert all("decodeError" not in r for r in records)
-    assert len(expected) == 25  # every record type of metadata/src/main/resources/common/metadata (3.8)
+    assert len(expected) == 26  # every record type of metadata/src/main/resources/common/metadata (4.0: 3.8 + ClearElrRecord)
 
 
 def test_text_line_and_tagged_fields(tmp_path: Path) -> None:

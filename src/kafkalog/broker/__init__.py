@@ -9,12 +9,14 @@ from __future__ import annotations
 from ..filenames import validate_topic_name
 from ._config import BrokerConfig
 from ._main import main
+from ._replica_manager import ReplicaManager
 from ._server import Broker
 from ._state import METADATA_FILE
 
 __all__ = [
     "Broker",
     "BrokerConfig",
+    "ReplicaManager",
     "validate_topic_name",
     "main",
     "METADATA_FILE",

@@ -10,6 +10,7 @@ from typing import Any
 from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..errors import InvalidConfigError, KafkalogError
 from ..protocol import ApiKey, ErrorCode, Request, supported_api_versions
+from ._partition_state import PartitionState
 from ._state import MAX_PARTITIONS_PER_TOPIC, PRODUCER_ID_BLOCK_SIZE, _BrokerState
 
 _log = logging.getLogger(__package__)
@@ -25,8 +26,6 @@ _AUTO_CREATE_FLAG_VERSION = 4
 _OPERATIONS_NOT_REQUESTED = -(2**31)
 #: CreateTopics: -1 partitions or replication factor means the broker's default.
 _DEFAULT = -1
-#: What a single node can hold of a partition.
-_REPLICATION_FACTOR = 1
 #: The producer id and epoch of an InitProducerId refusal.
 _NO_PRODUCER_ID = -1
 _NO_PRODUCER_EPOCH = -1
@@ -95,6 +94,7 @@ class _AdminHandlers(_BrokerState):
         may_create = (
             self.config.auto_create_topics and (version < _AUTO_CREATE_FLAG_VERSION or body["allow_auto_topic_creation"]) and not all_topics
         )
+        live = self.replica_manager.brokers()
         topics = []
         for name in names:
             error = ErrorCode.NONE
@@ -121,11 +121,7 @@ class _AdminHandlers(_BrokerState):
             partitions = []
             if topic is not None and error is ErrorCode.NONE:
                 for p in topic.partitions:
-                    node = [self.config.node_id]
-                    partitions.append({
-                        "error_code": ErrorCode.NONE, "partition_index": p.index, "leader_id": self.config.node_id,
-                        "leader_epoch": p.epoch, "replica_nodes": node, "isr_nodes": node, "offline_replicas": [],
-                    })
+                    partitions.append(_partition_metadata(p.index, p.state, live))
             topics.append({
                 "error_code": error,
                 "name": name,
@@ -136,9 +132,10 @@ class _AdminHandlers(_BrokerState):
             })
         return {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": self.config.node_id, "host": self.advertised_host, "port": self.port, "rack": None}],
+            "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}
+                        for node, (host, port) in sorted(live.items())],
             "cluster_id": self._cluster_id,
-            "controller_id": self.config.node_id,
+            "controller_id": self.replica_manager.controller_id,
             "topics": topics,
             "cluster_authorized_operations": _CLUSTER_OPERATIONS if body["include_cluster_authorized_operations"]
             else _OPERATIONS_NOT_REQUESTED,
@@ -192,12 +189,13 @@ class _AdminHandlers(_BrokerState):
                     f"Number of partitions {partitions} is above this broker's limit of {MAX_PARTITIONS_PER_TOPIC}"
                 )
             if replication == _DEFAULT:
-                replication = _REPLICATION_FACTOR
+                replication = self.config.default_replication_factor
             if replication <= 0:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-            if replication > _REPLICATION_FACTOR:
+            available = len(self.replica_manager.brokers())
+            if replication > available:
                 return ErrorCode.INVALID_REPLICATION_FACTOR, (
-                    f"Replication factor: {replication} larger than available brokers: {_REPLICATION_FACTOR}."
+                    f"Replication factor: {replication} larger than available brokers: {available}."
                 )
         overrides = {c["name"]: c["value"] for c in t["configs"]}
         try:
@@ -215,3 +213,16 @@ class _AdminHandlers(_BrokerState):
             _log.error("creating topic %s failed: %s", name, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, str(e)
         return ErrorCode.NONE, None
+
+
+def _partition_metadata(index: int, state: PartitionState, live: dict[int, tuple[str, int]]) -> dict[str, Any]:
+    """A partition's Metadata entry as Kafka's ZooKeeper-mode metadata cache gives it: its
+    leader, leader epoch, replicas, ISR and the replicas whose broker is not live; a leader that
+    is not live (or none) is LEADER_NOT_AVAILABLE with leader -1."""
+    leader = state.leader if state.leader in live else -1
+    return {
+        "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        "partition_index": index, "leader_id": leader, "leader_epoch": state.leader_epoch,
+        "replica_nodes": list(state.replicas), "isr_nodes": list(state.isr),
+        "offline_replicas": [r for r in state.replicas if r not in live],
+    }

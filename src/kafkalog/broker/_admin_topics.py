@@ -61,9 +61,14 @@ class _TopicAdminHandlers(_BrokerState):
             return ErrorCode.INVALID_TOPIC_EXCEPTION, (
                 f"Topic {name} is a kafka internal topic and is not allowed to be marked for deletion."
             )
-        topic = self._topics.get(name)
-        if topic is None:
+        if name not in self._topics:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC
+        return await self._delete_topic_here(name)
+
+    async def _delete_topic_here(self, name: str) -> tuple[ErrorCode, str | None]:
+        """Delete a topic's logs on this broker (DeleteTopics, or StopReplica with delete for
+        its last hosted partition); the steps are the module docstring's."""
+        topic = self._topics[name]
         # 1. The topic leaves the metadata, its name kept as "deleting" until the renames are done.
         self._deleting.add(name)
         remaining = {n: t for n, t in self._topics.items() if n != name}
@@ -74,6 +79,8 @@ class _TopicAdminHandlers(_BrokerState):
             _log.error("deleting topic %s failed: %s", name, e)
             return ErrorCode.KAFKA_STORAGE_ERROR, str(e)
         del self._topics[name]
+        # Fetchers stop writing to the logs before they close.
+        self.replica_manager.stop_fetching([(name, partition.index) for partition in topic.partitions])
         for partition in topic.partitions:
             partition.notify()  # long polls answer now (the partition is gone)
         # 2. Each log closed and its directory renamed "-delete" (durable).
@@ -92,6 +99,20 @@ class _TopicAdminHandlers(_BrokerState):
         self._remove_in_background(doomed)
         _log.info("deleted topic %s (%d partitions)", name, len(topic.partitions))
         return ErrorCode.NONE, None
+
+    async def _delete_partition(self, topic: str, index: int) -> None:
+        """StopReplica with delete: the partition stops here; once no partition of the topic is
+        a replica here any more, the topic's logs are deleted (a topic's partitions are one
+        dense list on a broker, so single partitions are not deleted on their own)."""
+        t = self._topics.get(topic)
+        if t is None:
+            return
+        me = self.config.node_id
+        if all(p.state.leader != me and me not in p.state.replicas for p in t.partitions):
+            assert self._admin_lock is not None
+            async with self._admin_lock:
+                if topic in self._topics:
+                    await self._delete_topic_here(topic)
 
     def _remove_in_background(self, directories: list[Path]) -> None:
         """Remove ``-delete`` directories on the thread pool (``Broker.stop`` waits for it)."""
@@ -164,7 +185,8 @@ class _TopicAdminHandlers(_BrokerState):
         try:
             self._write_metadata(topics, self._producer_id_block_end)
             for index in range(len(topic.partitions), count):
-                opened.append(_Partition(topic.name, index, self._open_log(topic.name, index, config, topic.topic_id)))
+                opened.append(self._new_partition(topic.name, index, self._open_log(topic.name, index, config,
+                                                                                   topic.topic_id)))
         except BaseException:
             for partition in opened:
                 try:
@@ -193,6 +215,11 @@ class _TopicAdminHandlers(_BrokerState):
                 partition = self._partition(t["name"], p["partition_index"])
                 if partition is None:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if not partition.state.is_leader:
+                    # Kafka's ReplicaManager.deleteRecordsOnLocalLog: only the leader deletes;
+                    # followers learn the new log start from its fetch answers.
+                    out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                     continue
                 try:
                     out["low_watermark"] = await self._in_executor(_delete_records, partition, p["offset"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import InvalidConfigError
 from ..log_config import parse_config_bool, parse_config_int
 from ..varint import INT32_MAX
 
@@ -49,8 +48,7 @@ class ClusterConfig:
         """The cluster settings among ``properties`` (the others are ignored).
 
         Raises:
-            InvalidConfigError: a value that does not parse or is out of range, or a replication
-                factor above 1 without ``zookeeper.connect``.
+            InvalidConfigError: a value that does not parse or is out of range.
         """
         fields: dict[str, object] = {}
         for key, raw in properties.items():
@@ -64,11 +62,7 @@ class ClusterConfig:
                 fields[name] = parse_config_bool(key, value)
             else:
                 fields[name] = parse_config_int(key, value, 1, INT32_MAX)
-        config = cls(**fields)  # type: ignore[arg-type]
-        if not config.enabled and config.default_replication_factor != 1:
-            raise InvalidConfigError(f"default.replication.factor = {config.default_replication_factor}: a "
-                                     "single-node broker only has replication factor 1 (set zookeeper.connect)")
-        return config
+        return cls(**fields)  # type: ignore[arg-type]
 
 
 #: Kafka's name -> (field, kind).

@@ -22,7 +22,6 @@ from ..log_config import parse_config_bool
 from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
 from ._admin import _CLUSTER_OPERATIONS, _OPERATIONS_NOT_REQUESTED, _TOPIC_OPERATIONS
 from ._cluster import ClusterMember, MetadataCache, PartitionListener
-from ._local_replicas import LocalReplicas
 from ._offsets_topic import offsets_topic_overrides
 from ._replica_assignment import assign_replicas, start_index_for_added
 from ._state import MAX_PARTITIONS_PER_TOPIC, _BrokerState
@@ -73,19 +72,21 @@ class _ClusterHandlers(_BrokerState):
         self._cluster_id = member.cluster_id
         self._producer_id_block_end = self._next_producer_id  # the first InitProducerId claims a block in ZooKeeper
 
+    def _coordination(self) -> tuple[Any, Any]:
+        """ZooKeeper's ``brokers``/``alter_isr`` for the replica manager when
+        ``zookeeper.connect`` is set (the member is made here; it connects at start)."""
+        member = self._cluster_member()
+        if member is None:
+            return None, None
+        return member.live_brokers, member.alter_isr
+
     def _partition_listener(self) -> PartitionListener:
-        """The broker's replica manager (``self.replica_manager``, the replication data plane,
-        built with this member's callables) when it has one, else :class:`LocalReplicas`: each
-        broker opens the logs of the replicas assigned to it and serves those it leads, without
-        replication between brokers."""
-        manager = getattr(self, "replica_manager", None)
-        if manager is not None:
-            if not getattr(manager, "replicated", True):
-                raise KafkalogError("the replica manager was built without the cluster's brokers/alter_isr "
-                                    "callables (Broker(..., brokers=..., alter_isr=...))")
-            return manager
-        _log.warning("cluster mode without the replication data plane: replicas are not copied between brokers")
-        return LocalReplicas(self)
+        """The broker's replica manager, which the member tells every partition state."""
+        manager = self.replica_manager
+        if not manager.replicated:
+            raise KafkalogError("the replica manager was built without the cluster's brokers/alter_isr "
+                                "callables (Broker(..., brokers=..., alter_isr=...) given only one)")
+        return manager
 
     def _topic_unclean(self, topic: str) -> bool | None:
         """A topic's ``unclean.leader.election.enable`` (its ``/config/topics`` override, else the

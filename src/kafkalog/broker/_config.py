@@ -205,8 +205,8 @@ class BrokerConfig:
     """The broker's settings, under Kafka's names.
 
     Broker settings: ``node.id``/``broker.id`` (0), ``auto.create.topics.enable`` (true),
-    ``num.partitions`` (1), ``default.replication.factor`` (1, the only value a single node
-    allows), ``socket.request.max.bytes`` (100 MiB), ``fetch.max.bytes`` (55 MiB),
+    ``num.partitions`` (1), ``default.replication.factor`` (1; CreateTopics refuses a factor
+    above the live brokers), ``socket.request.max.bytes`` (100 MiB), ``fetch.max.bytes`` (55 MiB),
     ``num.io.threads`` (8, the thread pool for appends), ``log.retention.check.interval.ms``
     (5 minutes), ``producer.id.expiration.ms`` (1 day), ``advertised.host.name`` (the listen
     address), ``cluster.id`` (generated once and kept). Every topic setting (``flush.messages``,
@@ -216,6 +216,15 @@ class BrokerConfig:
     ``max.broker.partitions`` (KIP-578's name; unlimited by default) caps the partitions the
     broker hosts; independently, partitions are refused while the process's open descriptors
     would come within a reserve of ``RLIMIT_NOFILE`` (see ``_limits.py``).
+
+    Replication (Kafka's names and defaults; see ``_replica_manager.py``):
+    ``replica.lag.time.max.ms`` (30 s), ``replica.fetch.backoff.ms`` (1 s),
+    ``replica.fetch.max.bytes`` (1 MiB), ``replica.fetch.response.max.bytes`` (10 MiB),
+    ``replica.fetch.wait.max.ms`` (500), ``replica.fetch.min.bytes`` (1),
+    ``replica.high.watermark.checkpoint.interval.ms`` (5 s), ``offsets.topic.replication.factor``
+    (3), ``controlled.shutdown.enable`` and ``auto.leader.rebalance.enable`` (true); the topic
+    settings ``min.insync.replicas`` (1) and ``unclean.leader.election.enable`` (false) take
+    broker-wide defaults under the same names.
 
     The group coordinator's settings (``offsets.topic.num.partitions``, ``group.*``, ...) are
     in :attr:`groups` (:class:`GroupConfig`).
@@ -238,6 +247,18 @@ class BrokerConfig:
     topic_defaults: tuple[tuple[str, str], ...] = ()
     #: ``delete.topic.enable``: whether DeleteTopics may delete.
     delete_topic_enable: bool = True
+    default_replication_factor: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_backoff_ms: int = 1_000
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
+    #: Carried for the coordination layer (the controller creates ``__consumer_offsets``).
+    offsets_topic_replication_factor: int = 3
+    controlled_shutdown_enable: bool = True
+    auto_leader_rebalance_enable: bool = True
     #: The broker settings given (known names, as given), for DescribeConfigs.
     static: tuple[tuple[str, str], ...] = ()
 
@@ -260,8 +281,10 @@ class BrokerConfig:
                 fields["auto_create_topics"] = parse_config_bool(key, value)
             elif key == "delete.topic.enable":
                 fields["delete_topic_enable"] = parse_config_bool(key, value)
+            elif key in _BROKER_BOOLS:
+                fields[_BROKER_BOOLS[key]] = parse_config_bool(key, value)
             elif key in CLUSTER_KEYS and key != "unclean.leader.election.enable":
-                pass  # ClusterConfig's (default.replication.factor above 1 needs zookeeper.connect)
+                pass  # ClusterConfig's (zookeeper.*, controlled.shutdown.*, leader.imbalance.*)
             elif key == "advertised.host.name":
                 fields["advertised_host"] = value
             elif key == "cluster.id":
@@ -298,6 +321,20 @@ _BROKER_INTS: dict[str, tuple[str, int, int]] = {
     "log.retention.check.interval.ms": ("retention_check_interval_ms", 1, _INT64_MAX),
     "producer.id.expiration.ms": ("producer_id_expiration_ms", 1, INT32_MAX),
     "max.broker.partitions": ("max_broker_partitions", 1, INT32_MAX),
+    "default.replication.factor": ("default_replication_factor", 1, INT32_MAX),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", 1, _INT64_MAX),
+    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", 0, INT32_MAX),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", 0, INT32_MAX),
+    "replica.fetch.response.max.bytes": ("replica_fetch_response_max_bytes", 0, INT32_MAX),
+    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", 0, INT32_MAX),
+    "replica.fetch.min.bytes": ("replica_fetch_min_bytes", 1, INT32_MAX),
+    "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", 1, _INT64_MAX),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1, 32767),
+}
+#: The broker's boolean settings: Kafka's name -> field.
+_BROKER_BOOLS: dict[str, str] = {
+    "controlled.shutdown.enable": "controlled_shutdown_enable",
+    "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
 }
 #: The broker's own settings with their defaults (DescribeConfigs of the broker resource).
 _BROKER_DEFAULTS: dict[str, object] = {
@@ -305,5 +342,9 @@ _BROKER_DEFAULTS: dict[str, object] = {
     "num.partitions": 1, "default.replication.factor": 1, "socket.request.max.bytes": 104_857_600,
     "fetch.max.bytes": 57_671_680, "num.io.threads": 8, "log.retention.check.interval.ms": 300_000,
     "producer.id.expiration.ms": 86_400_000, "advertised.host.name": None, "cluster.id": None,
-    "max.broker.partitions": INT32_MAX,
+    "max.broker.partitions": INT32_MAX, "replica.lag.time.max.ms": 30_000, "replica.fetch.backoff.ms": 1_000,
+    "replica.fetch.max.bytes": 1_048_576, "replica.fetch.response.max.bytes": 10_485_760,
+    "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
+    "replica.high.watermark.checkpoint.interval.ms": 5_000, "offsets.topic.replication.factor": 3,
+    "controlled.shutdown.enable": "true", "auto.leader.rebalance.enable": "true",
 }

@@ -48,6 +48,13 @@ _log_storage_error = RateLimitedLog(_log, logging.ERROR)
 #: Produce's acks: none, the leader, all in-sync replicas.
 _ACKS = (-1, 0, 1)
 _NO_ACKS = 0
+_ALL_ACKS = -1
+#: A request's replica_id: a consumer's (-1), and OffsetsForLeaderEpoch's "debug" one (-2),
+#: which may ask a follower.
+_CONSUMER = -1
+_DEBUGGING_REPLICA = -2
+#: Fetch and ListOffsets isolation_level read_committed.
+_READ_COMMITTED = 1
 #: Produce requests may carry zstd batches from this version (KIP-110).
 _ZSTD_PRODUCE_VERSION = 7
 #: From this version Produce carries exactly one v2 batch a partition; below it, message sets
@@ -96,18 +103,38 @@ class _DataHandlers(_BrokerState):
                     result["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
                 elif partition is None:
                     result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif not partition.state.is_leader:
+                    result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                elif acks == _ALL_ACKS and len(partition.state.isr) < (
+                        min_isr := self.replica_manager.min_insync_replicas(t["name"])):
+                    # Kafka's Partition.appendRecordsToLeader: refused before the append.
+                    result["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS
+                    result["error_message"] = (
+                        f"The size of the current ISR {partition.state.isr} is insufficient to satisfy the min.isr "
+                        f"requirement of {min_isr} for partition {t['name']}-{p['index']}")
                 else:
                     problem = _check_produce_records(version, p["records"])
                     if problem is not None:
                         result["error_code"], result["error_message"] = problem
                     else:
-                        jobs.append((ti, pi, partition, p["records"]))
+                        jobs.append((ti, pi, partition, p["records"], partition.state.leader_epoch))
             results.append(topic_results)
+        waiting: list[tuple[dict[str, Any], _Partition, int, int]] = []
         if jobs:
             outcomes = await self._in_executor(self._append_all, jobs, version < _V2_PRODUCE_VERSION)
-            for (ti, pi, partition, _), outcome in zip(jobs, outcomes):
+            for (ti, pi, partition, _, epoch), (outcome, next_offset) in zip(jobs, outcomes):
                 results[ti][pi].update(outcome)
+                if next_offset is not None:
+                    self.replica_manager.after_append(partition)
+                    if acks == _ALL_ACKS:
+                        waiting.append((results[ti][pi], partition, next_offset, epoch))
                 partition.notify()
+        if waiting:
+            codes = await self.replica_manager.await_replication(
+                [(partition, required, epoch) for _, partition, required, epoch in waiting], body["timeout_ms"])
+            for (result, _, _, _), code in zip(waiting, codes):
+                if code != ErrorCode.NONE:
+                    result["error_code"] = code
         failed = [r for topic_results in results for r in topic_results if r["error_code"] != ErrorCode.NONE]
         if acks == _NO_ACKS:
             if failed:
@@ -125,23 +152,32 @@ class _DataHandlers(_BrokerState):
         }
 
     @staticmethod
-    def _append_all(jobs: list[tuple[int, int, _Partition, memoryview]], legacy: bool) -> list[dict[str, Any]]:
-        outcomes = []
-        for _, _, partition, records in jobs:
+    def _append_all(jobs: list[tuple[int, int, _Partition, memoryview, int]], legacy: bool
+                    ) -> list[tuple[dict[str, Any], int | None]]:
+        """Append each job as the leader (blocking); each outcome with the offset after its last
+        record (None when nothing was appended)."""
+        outcomes: list[tuple[dict[str, Any], int | None]] = []
+        for _, _, partition, records, epoch in jobs:
             try:
                 batch = to_v2(records) if legacy else MemoryRecords(records)
-                info = partition.log.append(batch, leader_epoch=partition.epoch)
+                # Kafka appends under the partition's leaderIsrUpdateLock: a role change waits.
+                with partition.role_lock:
+                    state = partition.state
+                    if not state.is_leader or state.leader_epoch != epoch:
+                        outcomes.append(({"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER}, None))
+                        continue
+                    info = partition.log.append(batch, leader_epoch=epoch)
             except (KafkalogError, OSError) as e:
                 code = _error_code(e)
                 if code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
                     _log_storage_error("append to %s-%d failed: %s", partition.topic, partition.index, e)
-                outcomes.append({"error_code": code, "error_message": str(e)})
+                outcomes.append(({"error_code": code, "error_message": str(e)}, None))
                 continue
-            outcomes.append({
+            outcomes.append(({
                 "base_offset": info.first_offset,
                 "log_append_time_ms": info.log_append_time,
                 "log_start_offset": info.log_start_offset,
-            })
+            }, info.last_offset + 1))
         return outcomes
 
     # -- ListOffsets ------------------------------------------------------------------------------
@@ -165,11 +201,20 @@ class _DataHandlers(_BrokerState):
                     out["error_code"] = ErrorCode.INVALID_REQUEST
                 elif partition is None:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif (code := _check_epoch(p["current_leader_epoch"], partition.epoch)) is not None:
+                elif (code := _leader_error(partition, p["current_leader_epoch"])) is not None:
                     out["error_code"] = code
                 else:
+                    # Kafka's fetchOffsetForTimestamp: a consumer sees up to the high watermark
+                    # (read_committed: the last stable offset), a replica up to the log end.
+                    log = partition.log
+                    if body["replica_id"] != _CONSUMER:
+                        bound = log.log_end_offset
+                    elif body["isolation_level"] == _READ_COMMITTED:
+                        bound = log.last_stable_offset
+                    else:
+                        bound = log.high_watermark
                     try:
-                        found = await self._in_executor(_offset_for_timestamp, partition.log, p["timestamp"])
+                        found = await self._in_executor(_offset_for_timestamp, log, p["timestamp"], bound)
                     except (KafkalogError, OSError) as e:
                         out["error_code"] = _error_code(e)
                         continue
@@ -216,6 +261,9 @@ class _DataHandlers(_BrokerState):
         returned data the first batch is returned whole even when it is larger."""
         remaining = max_bytes
         min_one = True
+        replica_id = body["replica_id"]
+        follower = replica_id >= 0
+        read_committed = body["isolation_level"] == _READ_COMMITTED
         total = 0
         errors = False
         responses = []
@@ -232,14 +280,30 @@ class _DataHandlers(_BrokerState):
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     errors = True
                     continue
-                code = _check_epoch(p["current_leader_epoch"], partition.epoch)
+                code = _leader_error(partition, p["current_leader_epoch"])
+                diverging = None
                 if code is None:
                     partitions.append(partition)
                     log = partition.log
                     try:
-                        hw = log.high_watermark
-                        slices, size = _read_partition(log, p["fetch_offset"], max(0, min(p["partition_max_bytes"],
-                                                                                         remaining)), hw, min_one)
+                        if p["last_fetched_epoch"] >= 0:
+                            # KIP-320: a fetcher whose log diverges learns where instead of records.
+                            diverging = log.diverging_epoch(p["fetch_offset"], p["last_fetched_epoch"])
+                        if diverging is not None:
+                            slices, size = [], 0
+                        else:
+                            # A follower reads to the log end; a consumer below the high watermark
+                            # (read_committed: below the last stable offset).
+                            if follower:
+                                bound = log.log_end_offset
+                            elif read_committed:
+                                bound = log.last_stable_offset
+                            else:
+                                bound = log.high_watermark
+                            slices, size = _read_partition(log, p["fetch_offset"], max(0, min(p["partition_max_bytes"],
+                                                                                             remaining)), bound, min_one)
+                            if follower:
+                                self.replica_manager.follower_fetched(partition, replica_id, p["fetch_offset"])
                     except OffsetOutOfRangeError:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     except (KafkalogError, OSError) as e:
@@ -247,17 +311,56 @@ class _DataHandlers(_BrokerState):
                         _log_storage_error("fetch from %s-%d failed: %s", partition.topic, partition.index, e)
                 if code is not None:
                     out["error_code"] = code
+                    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                        out["current_leader"] = {"leader_id": partition.state.leader,
+                                                 "leader_epoch": partition.state.leader_epoch}
                     errors = True
                     continue
                 if size:
                     min_one = False
                 remaining = max(0, remaining - size)
                 total += size
-                # No transactions are written here: the last stable offset is the high watermark.
-                out.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log.log_start_offset,
-                           records=slices)
+                out.update(high_watermark=log.high_watermark, last_stable_offset=log.last_stable_offset,
+                           log_start_offset=log.log_start_offset, records=slices)
+                if diverging is not None:
+                    out["diverging_epoch"] = {"epoch": diverging.leader_epoch, "end_offset": diverging.offset}
+                    errors = True  # answered at once, as Kafka does for a diverging fetch
             responses.append({"topic": t["topic"], "partitions": out_partitions})
         return responses, total, errors, partitions
+
+    # -- OffsetsForLeaderEpoch ------------------------------------------------------------------------
+
+    async def _offset_for_leader_epoch(self, request: Request) -> dict[str, Any]:
+        """Kafka's ``Partition.lastOffsetForLeaderEpoch``: the end offset of the asked epoch in
+        this broker's log (the start of the next epoch, or the log end for the latest; the
+        largest known epoch below an unknown one), from the leader unless the request is a
+        debugging one (replica id -2, which older versions always are)."""
+        body = request.body or {}
+        require_leader = body["replica_id"] != _DEBUGGING_REPLICA
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                out = {"error_code": ErrorCode.NONE, "partition": p["partition"], "leader_epoch": _NO_EPOCH,
+                       "end_offset": _UNKNOWN}
+                partitions.append(out)
+                partition = self._partition(t["topic"], p["partition"])
+                if partition is None:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                code = _leader_error(partition, p["current_leader_epoch"], require_leader=require_leader)
+                if code is not None:
+                    out["error_code"] = code
+                    continue
+                try:
+                    answer = partition.log.end_offset_for_epoch(p["leader_epoch"])
+                except (KafkalogError, OSError) as e:
+                    out["error_code"] = _error_code(e)
+                    continue
+                if answer is not None:
+                    out["leader_epoch"], out["end_offset"] = answer.leader_epoch, answer.offset
+            topics.append({"topic": t["topic"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
 
 
 def _has_transactional_records(body: dict[str, Any]) -> bool:
@@ -344,14 +447,34 @@ def _check_epoch(requested: int, current: int) -> ErrorCode | None:
     return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-def _offset_for_timestamp(log: Log, timestamp: int) -> Any:
+def _leader_error(partition: _Partition, requested_epoch: int, *, require_leader: bool = True) -> ErrorCode | None:
+    """Kafka's ``Partition.getLocalLog``: the epoch fencing first (KIP-320), then leadership."""
+    code = _check_epoch(requested_epoch, partition.epoch)
+    if code is None and require_leader and not partition.state.is_leader:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return code
+
+
+def _offset_for_timestamp(log: Log, timestamp: int, bound: int) -> Any:
+    """ListOffsets' lookup, with offsets at or past ``bound`` (the last fetchable offset) out of
+    sight: LATEST answers ``bound`` itself."""
+    if timestamp == LATEST_TIMESTAMP:
+        found = log.offset_for_timestamp(timestamp)
+        if found is None or found.offset == bound:
+            return found
+        return found._replace(offset=bound, leader_epoch=log.leader_epoch_cache.epoch_for_offset(bound))
     if timestamp >= 0 or timestamp in _SPECIAL_TIMESTAMPS:
-        return log.offset_for_timestamp(timestamp)
-    # Any other negative target: Kafka searches for the first record at or after it.
-    for segment in log.segments:
-        if segment.largest_timestamp >= timestamp:
-            return segment.find_offset_by_timestamp(timestamp, log.log_start_offset)
-    return None
+        found = log.offset_for_timestamp(timestamp)
+    else:
+        # Any other negative target: Kafka searches for the first record at or after it.
+        found = None
+        for segment in log.segments:
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, log.log_start_offset)
+                break
+    if found is not None and timestamp >= 0 and found.offset >= bound:
+        return None
+    return found
 
 
 def _read_partition(log: Log, offset: int, max_bytes: int, high_watermark: int, min_one: bool) -> tuple[list, int]:

@@ -1,9 +1,11 @@
-"""A single-node Kafka-protocol broker over kafkalog's partition log (a demonstration and test bed).
+"""A Kafka-protocol broker over kafkalog's partition log (a demonstration and test bed): a single
+node, or one replica of a cluster under a coordination layer (``_replica_manager.py``).
 
 Unmodified Kafka clients produce to it, fetch from it and list offsets; every partition is a
 :class:`~kafkalog.log.Log` in ``<log dir>/<topic>-<partition>``, so what it stores is what a
 Kafka broker would store, and Fetch responses carry record bytes straight from the segment files
-with ``sendfile``. Single node (node id 0 by default, leader of everything, leader epoch 0), no
+with ``sendfile``. Alone it is a single node (node id 0 by default, leader of everything); with
+a coordination layer's ``brokers``/``alter_isr`` it leads or follows what it is told. No
 transactions, no TLS or SASL; consumer groups have a single-node coordinator (``_coordinator.py``, its requests in ``_group_requests.py``). See ``docs/broker.md``.
 
 Run it with ``kafkalog broker --log-dir DIR [--listen HOST:PORT] [--config key=value ...]``
@@ -65,6 +67,7 @@ from ._cluster_requests import _ClusterHandlers
 from ._data import _DataHandlers
 from ._group_requests import _GroupHandlers
 from ._limits import descriptor_limit, open_descriptors
+from ._replica_manager import AlterIsrFn, BrokersFn
 from ._state import _Close
 from ._unsupported import PEER, client_id_of
 
@@ -123,13 +126,18 @@ class _CloseWithLog(ConnectionError):
 
 class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers, _GroupHandlers,
              _ClusterHandlers):
-    """A single-node Kafka-protocol broker serving the logs under ``log_dir``.
+    """A Kafka-protocol broker serving the logs under ``log_dir``.
 
     Args:
         log_dir: the log directory (created if absent).
         host: the address to bind (loopback by default).
         port: the port; 0 picks a free one (see :attr:`port` after :meth:`start`).
         config: Kafka-named settings (:class:`BrokerConfig`), e.g. ``{"flush.messages": "1"}``.
+        brokers: a coordination layer's live brokers (id -> host, port); with ``alter_isr``,
+            makes this broker one replica of a cluster (see ``_replica_manager.py``): its
+            partitions have no role until :meth:`ReplicaManager.apply_partition_state` gives
+            one. Without them the broker is a single node leading everything it hosts.
+        alter_isr: a coordination layer's ISR proposal (Kafka's AlterPartition).
 
     Raises:
         InvalidConfigError: a bad setting.
@@ -141,8 +149,10 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         host: str = "127.0.0.1",
         port: int = 0,
         config: Mapping[str, str] | None = None,
+        brokers: BrokersFn | None = None,
+        alter_isr: AlterIsrFn | None = None,
     ) -> None:
-        super().__init__(log_dir, host=host, port=port, config=config)
+        super().__init__(log_dir, host=host, port=port, config=config, brokers=brokers, alter_isr=alter_isr)
         self._listeners: list[socket.socket] = []
         self._accept_tasks: set[asyncio.Task] = set()
         self._connection_tasks: set[asyncio.Task] = set()  # strong references (asyncio keeps weak ones)
@@ -166,6 +176,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
             # the admin APIs (_admin_topics.py, _admin_configs.py)
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.DELETE_RECORDS: self._delete_records,
@@ -214,16 +225,17 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             await self._start_groups()
             self._listeners = await self._bind()
             self._port = self._listeners[0].getsockname()[1]
+            await self.replica_manager.start()
             await self._start_cluster()  # zookeeper.connect: register, watch, contest the controller
         except BaseException:
             for sock in self._listeners:
                 sock.close()
             await self._stop_cluster()
+            await self.replica_manager.stop()
             await self._stop_groups()
             await self._loop.run_in_executor(self._executor, self._close_logs)
             self._executor.shutdown(wait=True)
             raise
-        self._port = self._listeners[0].getsockname()[1]
         for sock in self._listeners:
             self._spawn(self._accept_tasks, self._accept_loop(sock))
         self._retention_task = asyncio.create_task(self._retention_loop())
@@ -258,6 +270,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         if busy:
             await asyncio.wait(busy, timeout=_STOP_TIMEOUT)
         await self._stop_groups()
+        await self.replica_manager.stop()  # the fetchers stop writing before the logs close
         await self._loop.run_in_executor(self._executor, self._close_logs)
         await self._stop_cluster()  # the session closes: the registration vanishes
         self._executor.shutdown(wait=True)

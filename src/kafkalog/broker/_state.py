@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from ..protocol import ErrorCode
 from ._config import BrokerConfig
 from ._deletion import finish_renames, is_delete_dir
 from ._limits import RateLimitedLog, partition_refusal, startup_refusal
+from ._partition_state import PartitionState
+from ._replica_manager import AlterIsrFn, BrokersFn, ReplicaManager
 from ._unsupported import UnsupportedLog
 
 _log = logging.getLogger(__package__)
@@ -58,17 +61,27 @@ def _collides(a: str, b: str) -> bool:
 
 
 class _Partition:
-    """One partition: its log, its leader epoch and the fetches waiting for its next append."""
+    """One hosted partition: its log, its replication state (role, leader epoch, ISR: see
+    ``_partition_state.py``) and the requests waiting for it to change (long-polling fetches
+    and acks=all produces, woken by appends, high watermark moves and role changes)."""
 
-    __slots__ = ("topic", "index", "log", "epoch", "waiters")
+    __slots__ = ("topic", "index", "log", "state", "waiters", "role_lock")
 
-    def __init__(self, topic: str, index: int, log: Log) -> None:
+    def __init__(self, topic: str, index: int, log: Log, state: PartitionState) -> None:
         self.topic = topic
         self.index = index
         self.log = log
-        latest = log.latest_epoch
-        self.epoch = latest if latest is not None and latest > 0 else 0
+        self.state = state
         self.waiters: set[asyncio.Future] = set()
+        #: Held by a leader append (on the thread pool) and by a role change (on the event loop),
+        #: so no append runs as leader once the partition has become a follower (Kafka's
+        #: ``leaderIsrUpdateLock``).
+        self.role_lock = threading.Lock()
+
+    @property
+    def epoch(self) -> int:
+        """The leader epoch this broker knows (requests carrying another are fenced)."""
+        return self.state.leader_epoch
 
     def notify(self) -> None:
         for waiter in self.waiters:
@@ -106,9 +119,14 @@ class _BrokerState:
     """
 
     def __init__(self, log_dir: str | os.PathLike, *, host: str, port: int,
-                 config: Mapping[str, str] | None) -> None:
+                 config: Mapping[str, str] | None, brokers: BrokersFn | None = None,
+                 alter_isr: AlterIsrFn | None = None) -> None:
         self.log_dir = Path(log_dir)
         self.config = BrokerConfig.from_properties(config)
+        if brokers is None and alter_isr is None:
+            brokers, alter_isr = self._coordination()  # zookeeper.connect: the cluster's callables
+        #: The partitions' roles, the follower fetchers and the leader's replication rules.
+        self.replica_manager = ReplicaManager(self, brokers=brokers, alter_isr=alter_isr)
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -131,6 +149,11 @@ class _BrokerState:
         self._doomed_dirs: list[Path] = []
         #: Requests for unsupported APIs and features: one log line per client and feature.
         self._unsupported = UnsupportedLog()
+
+    def _coordination(self) -> tuple[BrokersFn | None, AlterIsrFn | None]:
+        """The coordination layer's ``brokers`` and ``alter_isr`` (``_cluster_requests.py``
+        gives ZooKeeper's when ``zookeeper.connect`` is set); none on a single node."""
+        return None, None
 
     # -- facts ---------------------------------------------------------------------------------
 
@@ -286,7 +309,7 @@ class _BrokerState:
             topic = _Topic(name, topic_id, overrides, [])
             self._topics[name] = topic
             for index in range(count):
-                topic.partitions.append(_Partition(name, index, self._open_log(name, index, config, topic_id)))
+                topic.partitions.append(self._new_partition(name, index, self._open_log(name, index, config, topic_id)))
         max_seen = -1
         for topic in self._topics.values():
             for partition in topic.partitions:
@@ -299,17 +322,45 @@ class _BrokerState:
             self._write_metadata(self._topics, start)
 
     def _open_log(self, topic: str, index: int, config: LogConfig, topic_id: str | None) -> Log:
+        # A broker with a coordination layer keeps replicas: Kafka's high watermark and checkpoint.
+        replicated = self.replica_manager.replicated
         try:
             return Log.open(
                 self.log_dir / f"{topic}-{index}",
                 config,
                 topic_id=topic_id,
                 producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                replicated=replicated,
             )
         except InvalidConfigError:
             # partition.metadata names another topic id (a directory from elsewhere): keep its own.
             return Log.open(self.log_dir / f"{topic}-{index}", config,
-                            producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+                            producer_id_expiration_ms=self.config.producer_id_expiration_ms, replicated=replicated)
+
+    def _new_partition(self, topic: str, index: int, log: Log) -> _Partition:
+        return _Partition(topic, index, log, self.replica_manager.initial_state(topic, index, log.latest_epoch))
+
+    def _hosted_partitions(self) -> list[_Partition]:
+        """Every open partition (a snapshot: safe while topics change)."""
+        return [p for t in list(self._topics.values()) for p in t.partitions]
+
+    async def _ensure_partition(self, topic: str, index: int) -> _Partition:
+        """The partition, its log opened (and its topic created with the broker's defaults, or
+        given more partitions) when it is not hosted yet: a coordination layer assigned it here.
+
+        Raises:
+            KafkalogError, OSError: a log could not be opened or the metadata not written.
+        """
+        assert self._admin_lock is not None
+        async with self._admin_lock:
+            t = self._topics.get(topic)
+            if t is None:
+                await self._create_topic(topic, index + 1, {}, self.config.topic_config())
+            elif index >= len(t.partitions):
+                await self._in_executor(self._add_partitions_blocking, t, index + 1, dict(self._topics))
+        partition = self._partition(topic, index)
+        assert partition is not None
+        return partition
 
     def _close_logs(self) -> None:
         for topic in self._topics.values():
@@ -330,7 +381,8 @@ class _BrokerState:
         self._write_metadata({**self._topics, name: declared}, self._producer_id_block_end)
         try:
             for index in range(count):
-                topic.partitions.append(_Partition(name, index, self._open_log(name, index, config, topic.topic_id)))
+                topic.partitions.append(self._new_partition(name, index, self._open_log(name, index, config,
+                                                                                        topic.topic_id)))
         except BaseException:
             for partition in topic.partitions:
                 with contextlib.suppress(KafkalogError, OSError):

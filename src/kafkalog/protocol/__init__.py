@@ -43,6 +43,7 @@ from ._frames import (
     encode_response,
     iter_fields,
 )
+from ._modern_groups import ModernGroup, ModernMember, ShareStateLoader
 from ._metadata import (
     CONFIG_RESOURCE_TOPIC,
     METADATA_FRAME_VERSION,
@@ -53,9 +54,11 @@ from ._records import (
     CONSUMER_PROTOCOL_SUBSCRIPTION,
     GROUP_METADATA_VALUE,
     KRAFT_CONTROL_RECORDS,
+    REMOTE_LOG_METADATA_RECORDS,
     TRANSACTION_LOG_KEY,
     TRANSACTION_LOG_VALUE,
     coordinator_record_schemas,
+    share_coordinator_record_schemas,
 )
 from ._types import (
     BOOL,
@@ -118,6 +121,8 @@ __all__ = [
     "write_message",
     "to_json",
     "coordinator_record_schemas",
+    "share_coordinator_record_schemas",
+    "REMOTE_LOG_METADATA_RECORDS",
     "GROUP_METADATA_VALUE",
     "CONSUMER_PROTOCOL_SUBSCRIPTION",
     "CONSUMER_PROTOCOL_ASSIGNMENT",
@@ -137,6 +142,10 @@ __all__ = [
     "offset_commit_value",
     "group_metadata_key",
     "group_metadata_value",
+    # Kafka 4's consumer (KIP-848) and share (KIP-932) groups, and the share-partitions' state
+    "ModernGroup",
+    "ModernMember",
+    "ShareStateLoader",
     # the KRaft metadata records (``__cluster_metadata``)
     "METADATA_RECORDS",
     "METADATA_FRAME_VERSION",

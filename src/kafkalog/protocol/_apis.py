@@ -8,7 +8,10 @@ API (key)          versions notes
 =================  =======  ============================================================
 Produce (0)        0-8      records stay a memoryview of the request (no copy); v0-2 carry
                             message sets v0/v1, which the broker converts to a v2 batch
-Fetch (1)          4-11     records may be file slices, sent with sendfile after the headers
+Fetch (1)          4-12     records may be file slices, sent with sendfile after the headers;
+                            v12 is flexible and adds last_fetched_epoch and the diverging
+                            epoch (KIP-320); v13+ name topics by id, which the served
+                            Metadata versions never hand out
 ListOffsets (2)    1-5
 Metadata (3)       0-8
 FindCoordinator    0-4      and the other group coordinator APIs: see ``_group_apis.py``
@@ -18,6 +21,8 @@ ApiVersions (18)   0-3      v3 is flexible (compact strings/arrays, tagged field
 CreateTopics (19)  0-4
 InitProducerId     0-1
 (22)
+OffsetForLeader-   0-4      v4 is flexible (pairs with Fetch v12); v2 adds
+Epoch (23)                  current_leader_epoch, v3 replica_id
 DeleteTopics (20)  0-5      v6 names topics by id, which the served Metadata versions lack
 DeleteRecords      0-2      v2 is flexible
 (21)
@@ -115,6 +120,7 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -135,6 +141,7 @@ class ErrorCode(IntEnum):
     LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
+    REPLICA_NOT_AVAILABLE = 9
     MESSAGE_TOO_LARGE = 10
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -142,6 +149,8 @@ class ErrorCode(IntEnum):
     NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
@@ -327,6 +336,13 @@ LIST_OFFSETS_RESPONSE = _struct(
     ]),
 )
 
+#: FetchResponse's tagged ``DivergingEpoch`` and ``CurrentLeader`` (v12+), and their values
+#: meaning "none" (a tagged field at its default is not written).
+_EPOCH_END_OFFSET = _struct(_f("epoch", INT32, default=-1), _f("end_offset", INT64, default=-1))
+_NO_DIVERGENCE = {"epoch": -1, "end_offset": -1}
+_LEADER_ID_AND_EPOCH = _struct(_f("leader_id", INT32, default=-1), _f("leader_epoch", INT32, default=-1))
+_NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
+
 FETCH_REQUEST = _struct(
     _f("replica_id", INT32, "0-14", default=-1),
     _f("max_wait_ms", INT32),
@@ -363,8 +379,35 @@ FETCH_RESPONSE = _struct(
             _f("log_start_offset", INT64, "5+", default=-1),
             _f("aborted_transactions", [_f("producer_id", INT64), _f("first_offset", INT64)], "4+",
                nullable="4+", default=None),
+            # KIP-320: where a follower's log diverges from the leader's (tagged: absent means none)
+            _f("diverging_epoch", _EPOCH_END_OFFSET, "12+", default=_NO_DIVERGENCE, tag=0),
+            _f("current_leader", _LEADER_ID_AND_EPOCH, "12+", default=_NO_LEADER, tag=1),
             _f("preferred_read_replica", INT32, "11+", default=-1),
             _f("records", RECORDS, nullable="0+"),
+        ]),
+    ]),
+)
+
+OFFSET_FOR_LEADER_EPOCH_REQUEST = _struct(
+    _f("replica_id", INT32, "3+", default=-2),
+    _f("topics", [
+        _f("topic", STRING),
+        _f("partitions", [
+            _f("partition", INT32),
+            _f("current_leader_epoch", INT32, "2+", default=-1),
+            _f("leader_epoch", INT32),
+        ]),
+    ]),
+)
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32, "2+"),
+    _f("topics", [
+        _f("topic", STRING),
+        _f("partitions", [
+            _f("error_code", INT16),
+            _f("partition", INT32),
+            _f("leader_epoch", INT32, "1+", default=-1),
+            _f("end_offset", INT64, default=-1),
         ]),
     ]),
 )
@@ -391,13 +434,15 @@ APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
         ApiSpec(ApiKey.PRODUCE, 0, 8, 9, PRODUCE_REQUEST, PRODUCE_RESPONSE),
-        ApiSpec(ApiKey.FETCH, 4, 11, 12, FETCH_REQUEST, FETCH_RESPONSE),
+        ApiSpec(ApiKey.FETCH, 4, 12, 12, FETCH_REQUEST, FETCH_RESPONSE),
         ApiSpec(ApiKey.LIST_OFFSETS, 1, 5, 6, LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE),
         ApiSpec(ApiKey.METADATA, 0, 8, 9, METADATA_REQUEST, METADATA_RESPONSE),
         ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4, 3, FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE),
         ApiSpec(ApiKey.API_VERSIONS, 0, 3, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
         ApiSpec(ApiKey.CREATE_TOPICS, 0, 4, 5, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
         ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 1, 2, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
+        ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, 4, OFFSET_FOR_LEADER_EPOCH_REQUEST,
+                OFFSET_FOR_LEADER_EPOCH_RESPONSE),
         # the admin APIs (``_admin_apis.py``)
         ApiSpec(ApiKey.DELETE_TOPICS, 0, 5, 4, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
         ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, 2, DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE),

@@ -12,7 +12,9 @@ tombstone removes it; inside a transactional batch the commit is pending for its
 until that producer's COMMIT marker (then it replaces the loaded offset unless that one was
 appended later) or ABORT marker (then it is dropped); a GroupMetadata record sets the group's
 members and assignment, its tombstone removes the group's metadata (not its offsets: Kafka
-writes a tombstone for each of those beside it); other record types are skipped.
+writes a tombstone for each of those beside it); the records of consumer (KIP-848) and share
+(KIP-932) groups, types 3-16, are replayed by :class:`ModernGroupsLoader` (``_modern_groups.py``)
+as Kafka 4.0's coordinator replays them; other record types are skipped.
 
 **What the coordinator writes** (Kafka 3.x with a current ``inter.broker.protocol.version``):
 keys at version 1 (offsets) and 2 (group metadata); OffsetCommitValue version 3, or version 1
@@ -27,6 +29,7 @@ from typing import Any
 
 from ..errors import InvalidRecordError
 from ._codec import MessageReader, read_message, write_message
+from ._modern_groups import CONSUMER_GROUP_TYPES, SHARE_GROUP_TYPES, ModernGroup, ModernGroupsLoader
 from ._records import (
     CONSUMER_PROTOCOL_ASSIGNMENT,
     GROUP_METADATA_KEY,
@@ -118,7 +121,8 @@ class GroupMetadata:
 class ConsumerOffsets:
     """What the ``__consumer_offsets`` partitions hold, loaded as the coordinator loads them.
 
-    ``offsets`` by (group, topic, partition); ``groups`` the metadata of groups that have it;
+    ``offsets`` by (group, topic, partition); ``groups`` the metadata of classic groups that
+    have it; ``modern_groups`` the consumer (KIP-848) and share (KIP-932) groups;
     ``deleted_groups`` the groups whose metadata's last record is a tombstone; ``warnings``
     the torn tails left unread and the records skipped; ``partitions`` the
     ``__consumer_offsets`` directories read.
@@ -126,6 +130,7 @@ class ConsumerOffsets:
 
     offsets: dict[tuple[str, str, int], CommittedOffset] = field(default_factory=dict)
     groups: dict[str, GroupMetadata] = field(default_factory=dict)
+    modern_groups: dict[str, ModernGroup] = field(default_factory=dict)
     deleted_groups: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     partitions: list[str] = field(default_factory=list)
@@ -240,7 +245,8 @@ class OffsetsLoader:
         self.partition = partition
         # producer id -> pending transactional commits (Kafka's pendingOffsets)
         self.pending: dict[int, dict[tuple[str, str, int], CommittedOffset | None]] = {}
-        #: Records of other types (KIP-848 consumer groups, unknown) skipped.
+        self.modern = ModernGroupsLoader(result.modern_groups, result.deleted_groups, result.warnings)
+        #: Records of types this loader does not know, skipped.
         self.unknown = 0
 
     def load_batch(self, batch: Any, *, log_start_offset: int = 0) -> None:
@@ -336,5 +342,8 @@ class OffsetsLoader:
             else:
                 self.result.groups[group] = _group_metadata(group, _decode(schemas[1], value, "value"))
                 self.result.deleted_groups.discard(group)
+        elif (record_type in CONSUMER_GROUP_TYPES or record_type in SHARE_GROUP_TYPES) and schemas is not None:
+            k = read_message(schemas[0], reader, record_type)
+            self.modern.replay(record_type, k, None if value is None else _decode(schemas[1], value, "value"))
         else:
             self.unknown += 1

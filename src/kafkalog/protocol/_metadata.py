@@ -1,4 +1,4 @@
-"""The KRaft metadata record schemas (Kafka 3.8's ``metadata/src/main/resources/common/metadata``),
+"""The KRaft metadata record schemas (Kafka 4.0's ``metadata/src/main/resources/common/metadata``: 3.8's and ClearElrRecord),
 as data for the one interpreter: what ``__cluster_metadata`` log segments and KRaft snapshots
 (``*.checkpoint``) hold in their data records.
 
@@ -174,6 +174,8 @@ METADATA_RECORDS: dict[int, tuple[str, Message]] = {
         _f("endPoints", _ENDPOINT),
         _f("features", _FEATURE),
     )),
+    # Kafka 4.0 (KIP-966): clear the eligible leader replicas of a topic, or of all when empty.
+    28: ("CLEAR_ELR_RECORD", _record("ClearElrRecord", "0", _f("topicName", STRING))),
 }
 
 #: ``MetadataRecordSerde``'s frame version (0 was KRaft's 2.8 preview, which later Kafka refuses).

@@ -80,12 +80,18 @@ def _arrow_batches(s: _Slice | None, options: _ReadOptions) -> Iterator[pa.Recor
     calls ``read`` once with an empty partition when there are none)."""
     if s is None:
         return
+    decoding = None
+    if options.formats is not None:  # keyFormat/valueFormat: key and value decoded (_schema_arrow)
+        from ._schema_arrow import Decoding
+
+        decoding = Decoding(options.formats, options.path, s.topic)
     for columns, headers in _read_slice_batches(s, options):
         try:
             batch = _arrow_batch(columns, s.topic, s.partition, options.include_headers)
-            yield batch if headers is None else _with_metadata(batch, columns, headers, s.path)
+            batch = batch if headers is None else _with_metadata(batch, columns, headers, s.path)
         except OverflowError as e:  # a timestamp beyond Spark's microseconds (Spark's own source fails too)
             raise InvalidRecordError(str(e), file=s.path) from None
+        yield batch if decoding is None else decoding.apply(batch, s.topic)
 
 
 def _arrow_batch(columns: RecordColumns, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:

@@ -116,6 +116,7 @@ class _ReadOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     include_metadata: bool = False
     storage_options: Any = None  # fsspec options of a remote path (credentials, endpoint, ...)
+    formats: Any = None  # _formats.FormatOptions: keyFormat, valueFormat, ... (None: binary)
 
     def assigned(self, topic: str, partition: int) -> bool:
         """Whether ``assign`` (when given) lists this topic-partition."""
@@ -195,7 +196,16 @@ class _ReadOptions:
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             include_metadata=_bool(options, "includeMetadata", False),
+            formats=_formats(options),
         )
+
+
+def _formats(options: Any) -> Any:
+    """``keyFormat``, ``valueFormat`` and the schema options (None when both are binary)."""
+    from ._formats import spark_format_options
+
+    formats = spark_format_options(options, _storage_options(options))
+    return formats if formats.active else None
 
 
 def _path(path: Any) -> str:

@@ -44,16 +44,21 @@ Timestamps = int | Mapping[str, Mapping[int, int]]
 class TopicRecord:
     """One record with the partition it was read from (Spark's Kafka row, in Python):
     ``timestamp_type`` 0 CreateTime, 1 LogAppendTime, -1 none (magic 0); ``headers`` empty
-    when the record has none or ``include_headers=False``."""
+    when the record has none or ``include_headers=False``; ``key`` and ``value`` are bytes, or
+    decoded objects with ``key_format``/``value_format`` (None, with the reason in
+    ``key_error``/``value_error``, when they do not decode)."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     headers: tuple[Header, ...] = ()
+    #: Why the key or value did not decode (``key_format``/``value_format``), else None.
+    key_error: str | None = None
+    value_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,30 +150,44 @@ def read_columns(
         InvalidOffsetError: see ``fail_on_data_loss``.
         KafkalogError: a corrupt batch (see ``fail_on_corruption``).
     """
+    return _columns(path, _keywords(locals()))
+
+
+def _keywords(given: dict[str, Any]) -> dict[str, Any]:
+    """A reader function's keyword arguments, from its ``locals()`` as its first statement: every public reader
+    has the same keyword parameters (a test keeps them so; ``read_records`` and ``read_arrow``
+    add the decoding ones, :data:`FORMAT_PARAMETERS`), forwarded whole to :func:`_columns`,
+    so that a new parameter is added to the signatures and read in one place."""
+    return {k: v for k, v in given.items() if k != "path"}
+
+
+def _columns(path: str | os.PathLike, a: dict[str, Any]) -> Iterator[PartitionColumns]:
+    """:func:`read_columns` over its keyword arguments ``a`` (checked as it iterates)."""
+    isolation_level, max_records_per_batch = a["isolation_level"], a["max_records_per_batch"]
     if isolation_level not in ("read_uncommitted", "read_committed"):
         raise InvalidConfigError(f"isolation_level must be read_uncommitted or read_committed, not {isolation_level!r}")
     if max_records_per_batch < 1:
         raise InvalidConfigError(f"max_records_per_batch must be >= 1, not {max_records_per_batch}")
     options = _ReadOptions(
         path=normalize_path(path),
-        storage_options=dict(storage_options) if storage_options else None,
-        subscribe=tuple(topics) if topics is not None else None,
-        include_internal=include_internal,
-        starting_ts=_timestamps(start_timestamp, "start_timestamp"),
-        ending_ts=_timestamps(end_timestamp, "end_timestamp"),
+        storage_options=dict(a["storage_options"]) if a["storage_options"] else None,
+        subscribe=tuple(a["topics"]) if a["topics"] is not None else None,
+        include_internal=a["include_internal"],
+        starting_ts=_timestamps(a["start_timestamp"], "start_timestamp"),
+        ending_ts=_timestamps(a["end_timestamp"], "end_timestamp"),
         start_ts_strategy="latest",  # no record at or after the start time: read nothing there
         read_committed=isolation_level == "read_committed",
-        include_headers=include_headers,
-        fail_on_corruption=fail_on_corruption,
-        fail_on_data_loss=fail_on_data_loss,
-        check_crcs=check_crcs,
+        include_headers=a["include_headers"],
+        fail_on_corruption=a["fail_on_corruption"],
+        fail_on_data_loss=a["fail_on_data_loss"],
+        check_crcs=a["check_crcs"],
         max_records_per_batch=max_records_per_batch,
     )
     dirs = _discover(options)
     options = dataclasses.replace(
         options,
-        starting=_expand(start_offsets, dirs, "start_offsets"),
-        ending=_expand(end_offsets, dirs, "end_offsets"),
+        starting=_expand(a["start_offsets"], dirs, "start_offsets"),
+        ending=_expand(a["end_offsets"], dirs, "end_offsets"),
     )
     plogs = [_PartitionLog(d, options) for d in dirs]
     for s in _plan(plogs, _resolve_bounds(plogs, options), options):
@@ -211,29 +230,133 @@ def _records_of(part: PartitionColumns) -> Iterator[TopicRecord]:
         yield TopicRecord(topic, partition, offsets[i], timestamps[i], types[i], keys[i], values[i], hs)
 
 
-def read_records(path: str | os.PathLike, **options: Any) -> Iterator[TopicRecord]:
-    """The records under ``path``, one :class:`TopicRecord` each; takes the arguments of
-    :func:`read_columns` and raises as it does."""
-    for part in read_columns(path, **options):
-        yield from _records_of(part)
+#: The decoding parameters of :func:`read_records` and :func:`read_arrow` (after
+#: :func:`read_columns`' own, whose numpy columns stay binary).
+FORMAT_PARAMETERS = ("key_format", "value_format", "schema_registry", "key_subject", "value_subject",
+                     "key_schema_version", "value_schema_version")
+_FORMAT_ARGS = """
+    Decoding (docs/reader.md): ``key_format``/``value_format`` (``binary``, ``string``,
+    ``json``, ``avro``, ``protobuf``, ``registry``) decode keys and values with
+    :mod:`kafkalog.schema_registry`; ``schema_registry`` is where the schemas are (a ``_schemas``
+    directory, a log directory holding ``_schemas-0``, or a registry URL; default: the
+    ``_schemas-0`` of the log directory read); ``key_subject``/``value_subject`` and
+    ``key_schema_version``/``value_schema_version`` choose the reader schema (default: the latest
+    version of ``<topic>-key``/``<topic>-value`` when that subject exists)."""
 
 
-def read_arrow(path: str | os.PathLike, **options: Any) -> Iterator[pa.RecordBatch]:
+def _format_options(args: dict[str, Any]) -> Any:
+    """The decoding arguments taken out of ``args`` (a reader's keywords), checked; None when
+    keys and values stay binary."""
+    from ._formats import format_options
+
+    given = {name: args.pop(name) for name in FORMAT_PARAMETERS}
+    if given["schema_registry"] is not None:
+        given["schema_registry"] = os.fspath(given["schema_registry"])
+    storage_options = args["storage_options"]
+    formats = format_options(**given, storage_options=dict(storage_options) if storage_options else None)
+    return formats if formats.active else None
+
+
+def read_records(
+    path: str | os.PathLike,
+    *,
+    topics: list[str] | tuple[str, ...] | None = None,
+    include_internal: bool = False,
+    start_offsets: Offsets = "earliest",
+    end_offsets: Offsets = "latest",
+    start_timestamp: Timestamps | None = None,
+    end_timestamp: Timestamps | None = None,
+    isolation_level: str = "read_uncommitted",
+    include_headers: bool = True,
+    fail_on_corruption: bool = True,
+    fail_on_data_loss: bool = True,
+    check_crcs: bool = True,
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
+    key_format: str = "binary",
+    value_format: str = "binary",
+    schema_registry: str | os.PathLike | None = None,
+    key_subject: str | None = None,
+    value_subject: str | None = None,
+    key_schema_version: int | str | None = None,
+    value_schema_version: int | str | None = None,
+) -> Iterator[TopicRecord]:
+    """The records under ``path``, one :class:`TopicRecord` each; the arguments and errors are
+    :func:`read_columns`'s (``max_records_per_batch`` bounds how many are decoded at a time).
+    """
+    args = _keywords(locals())  # first: the parameters only
+    formats = _format_options(args)
+    if formats is None:
+        for part in _columns(path, args):
+            yield from _records_of(part)
+        return
+    from ._formats import decode_value, decoder
+
+    where = normalize_path(path)
+    for part in _columns(path, args):
+        decoders = [decoder(formats, side, part.topic, where) for side in ("key", "value")]
+        for r in _records_of(part):
+            key, key_error = (r.key, None) if decoders[0] is None else decode_value(decoders[0], r.key)
+            value, value_error = (r.value, None) if decoders[1] is None else decode_value(decoders[1], r.value)
+            yield dataclasses.replace(r, key=key, value=value, key_error=key_error, value_error=value_error)
+
+
+def read_arrow(
+    path: str | os.PathLike,
+    *,
+    topics: list[str] | tuple[str, ...] | None = None,
+    include_internal: bool = False,
+    start_offsets: Offsets = "earliest",
+    end_offsets: Offsets = "latest",
+    start_timestamp: Timestamps | None = None,
+    end_timestamp: Timestamps | None = None,
+    isolation_level: str = "read_uncommitted",
+    include_headers: bool = False,
+    fail_on_corruption: bool = True,
+    fail_on_data_loss: bool = True,
+    check_crcs: bool = True,
+    max_records_per_batch: int = DEFAULT_MAX_RECORDS_PER_BATCH,
+    storage_options: Mapping[str, Any] | None = None,
+    key_format: str = "binary",
+    value_format: str = "binary",
+    schema_registry: str | os.PathLike | None = None,
+    key_subject: str | None = None,
+    value_subject: str | None = None,
+    key_schema_version: int | str | None = None,
+    value_schema_version: int | str | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The records under ``path`` as ``pyarrow.RecordBatch`` es in Spark's Kafka schema
     (``key, value, topic, partition, offset, timestamp, timestampType`` and, with
-    ``include_headers``, ``headers``); takes the arguments of :func:`read_columns`.
+    ``include_headers``, ``headers``); the arguments are :func:`read_columns`'s, but
+    ``include_headers`` is False unless asked, as in Spark's Kafka source. With
+    ``key_format``/``value_format``, ``key``/``value`` are decoded columns (structs for Avro,
+    Protobuf and JSON Schema) and ``keyError``/``valueError`` are appended.
 
     Raises:
         ImportError: pyarrow is not installed.
+        The errors of :func:`read_columns`.
     """
+    args = _keywords(locals())  # first: the parameters only
     import pyarrow as pa
 
-    options.setdefault("include_headers", False)
+    formats = _format_options(args)
+    decodings: dict[str, Any] = {}
     names = {"timestamp_type": "timestampType"}
-    for part in read_columns(path, **options):
+    for part in _columns(path, args):
         c = part.columns
         batch = c.to_arrow(names=names)
         n = len(c)
         batch = batch.add_column(2, "topic", pa.repeat(pa.scalar(part.topic, pa.string()), n))
         batch = batch.add_column(3, "partition", pa.repeat(pa.scalar(part.partition, pa.int32()), n))
+        if formats is not None:
+            decoding = decodings.get(part.topic)
+            if decoding is None:
+                from ._schema_arrow import Decoding
+
+                decoding = decodings[part.topic] = Decoding(formats, normalize_path(path), part.topic)
+            batch = decoding.apply(batch, part.topic)
         yield batch
+
+
+read_records.__doc__ = (read_records.__doc__ or "") + _FORMAT_ARGS
+read_arrow.__doc__ = (read_arrow.__doc__ or "") + _FORMAT_ARGS

@@ -73,6 +73,7 @@ from typing import Any
 from .. import KafkalogError, verify_segment
 from ..remote import normalize_path
 from ..errors import InvalidConfigError
+from ..schema_registry.store import SCHEMAS_TOPIC
 from ._arrow import (
     _arrow_batches,
     _arrow_schema,
@@ -199,7 +200,10 @@ class KafkalogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> str:
-        return _schema_ddl(_bool(self.options, "includeHeaders", False), _bool(self.options, "includeMetadata", False))
+        ddl = _schema_ddl(_bool(self.options, "includeHeaders", False), _bool(self.options, "includeMetadata", False))
+        if not any(self.options.get(name) not in (None, "binary") for name in ("keyFormat", "valueFormat")):
+            return ddl
+        return _decoded_ddl(ddl, _ReadOptions.parse(self.options))
 
     def reader(self, schema: Any) -> DataSourceReader:
         options = _ReadOptions.parse(self.options)
@@ -230,9 +234,30 @@ class KafkalogDataSource(DataSource):
         return _StreamWriter(_write_options(self.options, schema, overwrite), sink_id)
 
 
+def _types_topic(options: _ReadOptions) -> str | None:
+    """The one topic a read covers (its subjects type decoded columns), or None; the schema
+    registry's own ``_schemas`` topic, when read along, does not count."""
+    if options.subscribe is not None and len(options.subscribe) == 1:
+        return options.subscribe[0]
+    topics = {d.topic for d in _discover(options)} - {SCHEMAS_TOPIC}
+    return topics.pop() if len(topics) == 1 else None
+
+
+def _decoded_ddl(ddl: str, options: _ReadOptions) -> str:
+    """``ddl`` with ``key``/``value`` typed by their formats and the error columns appended."""
+    from ._schema_arrow import Decoding, spark_ddl
+
+    fields = Decoding(options.formats, options.path, _types_topic(options)).fields()
+    for side in ("key", "value"):
+        ddl = ddl.replace(f"{side} binary", f"{side} {spark_ddl(fields.pop(side))}", 1)
+    return ", ".join([ddl, *(f"{name} {spark_ddl(t)}" for name, t in fields.items())])
+
+
 def _check_schema(schema: Any, options: _ReadOptions) -> None:
     names = [f.name for f in getattr(schema, "fields", [])]
     expected = _arrow_schema(options.include_headers, options.include_metadata).names
+    if options.formats is not None:
+        expected = expected + options.formats.error_columns
     if names and names != expected:
         raise InvalidConfigError(f"kafkalog rows have the columns {expected}, not {names} (drop the .schema(...) call)")
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import io
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
@@ -26,12 +28,17 @@ from ._compact import _run_compact
 from ._decoders import (
     _NEW_DECODER_PACKAGE,
     _OLD_DECODER_PACKAGE,
+    _SCHEMA_DECODERS,
     _SHORTHAND_DECODERS,
     _ClusterMetadataParser,
     _Datum,
     _decoder_for_class,
     _DecoderParser,
+    _schema_store,
+    _SchemaDecoder,
     _OffsetsParser,
+    _RemoteLogMetadataParser,
+    _ShareGroupStateParser,
     _TransactionLogParser,
 )
 from ._demo import _run_demo
@@ -54,8 +61,46 @@ EXIT_BROKEN_PIPE = 141  # SIGPIPE
 # Command line
 
 
+#: The units a size option takes (case-insensitive): dd's and pv's convention, a bare letter
+#: or ``KiB`` for powers of 1024, ``kB``/``MB``/``GB`` for powers of 1000.
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+    "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
+    "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
+}
+_SIZE = re.compile(r"\s*(\d+)\s*([a-z]*)\s*", re.I)
+
+
 def _size(text: str) -> int:
-    value = int(text)
+    """A size option's value: a whole number of bytes with an optional unit (``4096``, ``1k``,
+    ``64MiB``, ``1GB``; see :data:`_SIZE_UNITS`), between 0 and Integer.MAX_VALUE (Kafka's
+    sizes are Java ints). The one parser of every size option; its errors name only the value,
+    as argparse shows them after the option's name."""
+    m = _SIZE.fullmatch(text)
+    unit = m and _SIZE_UNITS.get(m[2].lower())
+    if not m or unit is None:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (a whole number of bytes, optionally with a unit: k, m, g or KiB, MiB, GiB "
+            "for 1024-based units; kB, MB, GB for 1000-based)"
+        )
+    value = int(m[1]) * unit
+    if value > INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is {value} bytes, more than the largest size, {INT32_MAX}")
+    return value
+
+
+def _integer(text: str) -> int:
+    """A whole-number option's value (a time in epoch milliseconds, a level)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _count(text: str) -> int:
+    """A count option's value: a whole number from 0 to Integer.MAX_VALUE."""
+    value = _integer(text)
     if not 0 <= value <= INT32_MAX:
         raise argparse.ArgumentTypeError(f"{text} is not between 0 and {INT32_MAX}")
     return value
@@ -101,10 +146,12 @@ def _add_dump(sub) -> None:
     )
     parser.add_argument(
         "--files",
-        action="append",
+        action="extend",
+        nargs="+",
         required=True,
         metavar="FILE1,FILE2,...",
-        help="REQUIRED: the comma separated list of data and index log files to be dumped (repeatable)",
+        help="REQUIRED: the comma separated list of data and index log files to be dumped (Kafka's form; "
+        "space-separated names, as a shell glob gives them, and repeating the option work too)",
     )
     parser.add_argument("--deep-iteration", action="store_true", help="decode every record, not only batch headers")
     parser.add_argument(
@@ -145,9 +192,18 @@ def _add_dump(sub) -> None:
         )
         parser.add_argument(
             f"--{side}-decoder",
-            choices=sorted(_SHORTHAND_DECODERS),
-            help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log)",
+            choices=sorted([*_SHORTHAND_DECODERS, *_SCHEMA_DECODERS]),
+            help=f"kafkalog's shorthand for the {side} decoder (implies --print-data-log); avro, protobuf and "
+            "registry (by the registry's schema type) decode Schema Registry's wire format with the schemas "
+            "of --schema-registry, printed as JSON",
         )
+    parser.add_argument(
+        "--schema-registry",
+        metavar="DIR|URL",
+        help="the schemas for --key-decoder/--value-decoder avro|protobuf|registry: a _schemas partition "
+        "directory, a log directory holding _schemas-0, or a Schema Registry URL (default: the _schemas-0 "
+        "partition beside the first file's partition)",
+    )
     parser.add_argument(
         "--offsets-decoder",
         action="store_true",
@@ -164,19 +220,41 @@ def _add_dump(sub) -> None:
         help="parse records as KRaft metadata records (__cluster_metadata logs and KRaft snapshots)",
     )
     parser.add_argument(
+        "--remote-log-metadata-decoder",
+        action="store_true",
+        help="parse records as __remote_log_metadata records of tiered storage's topic-based metadata manager",
+    )
+    parser.add_argument(
+        "--share-group-state-decoder",
+        action="store_true",
+        help="parse records as __share_group_state share group state records",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="write JSON Lines (documented in docs/cli.md) instead of Kafka's text"
     )
+    parser.set_defaults(_parser=parser)
 
 
 def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Options:
     deprecations: list[tuple[str, str]] = []
     decoders: dict[str, Callable[[bytes], _Datum] | None] = {}
+    files = [f for group in args.files for f in group.split(",") if f]
+    if not files:
+        parser.error("--files names no file")
+    store = None
     # Kafka builds the value decoder first, then the key decoder (deprecation notes follow suit).
     for side in ("value", "key"):
         class_name = getattr(args, f"{side}_decoder_class")
         shorthand = getattr(args, f"{side}_decoder")
         if class_name is not None and shorthand is not None:
             parser.error(f"--{side}-decoder-class and --{side}-decoder cannot be used together")
+        if shorthand in _SCHEMA_DECODERS:
+            try:
+                store = store or _schema_store(args.schema_registry, files)
+            except KafkalogError as e:
+                parser.error(f"--{side}-decoder {shorthand}: {e}")
+            decoders[side] = _SchemaDecoder(shorthand, store)
+            continue
         if shorthand is not None:
             decoders[side] = _SHORTHAND_DECODERS[shorthand]
             continue
@@ -197,6 +275,10 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         parser_obj, deprecations = _TransactionLogParser(), []
     elif args.cluster_metadata_decoder:
         parser_obj, deprecations = _ClusterMetadataParser(), []
+    elif args.remote_log_metadata_decoder:
+        parser_obj, deprecations = _RemoteLogMetadataParser(), []
+    elif args.share_group_state_decoder:
+        parser_obj, deprecations = _ShareGroupStateParser(), []
     else:
         parser_obj = _DecoderParser(decoders["key"], decoders["value"])
     # Kafka: any decoder option implies --print-data-log, which implies --deep-iteration.
@@ -206,11 +288,10 @@ def _options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> _Opti
         or args.offsets_decoder
         or args.transaction_log_decoder
         or args.cluster_metadata_decoder
+        or args.remote_log_metadata_decoder
+        or args.share_group_state_decoder
         or any(getattr(args, name) is not None for name in decoder_options)
     )
-    files = [f for group in args.files for f in group.split(",") if f]
-    if not files:
-        parser.error("--files names no file")
     return _Options(
         files=files,
         deep=args.deep_iteration or print_data,
@@ -235,10 +316,6 @@ def _utf8(stream: IO[str]) -> tuple[IO[str], bool]:
         return stream, False
     stream.flush()
     return io.TextIOWrapper(buffer, encoding="utf-8", errors="replace", newline="\n", write_through=True), True
-
-
-def _interval(text: str) -> int:
-    return _size(text)
 
 
 def _dedupe_size(text: str) -> int:
@@ -303,7 +380,7 @@ def _add_salvage(sub) -> argparse.ArgumentParser:
     parser.add_argument("dst", metavar="DST", help="the output .log, or a directory to write it into")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
     parser.add_argument("--no-indexes", action="store_true", help="do not write .index/.timeindex/.txnindex beside DST")
-    parser.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the indexes written (4096)")
+    parser.add_argument("--index-interval-bytes", type=_size, default=4096, metavar="SIZE", help="index.interval.bytes of the indexes written (4096)")
     parser.add_argument("--json", action="store_true", help="a JSON report")
     return parser
 
@@ -316,7 +393,7 @@ def _add_rebuild_index(sub) -> argparse.ArgumentParser:
         description="Rebuild the indexes of segments from their logs by Kafka's rule; the .log files are not touched.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="a segment file, a partition directory or a log directory")
-    parser.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="the topic's index.interval.bytes (4096)")
+    parser.add_argument("--index-interval-bytes", type=_size, default=4096, metavar="SIZE", help="the topic's index.interval.bytes (4096)")
     parser.add_argument("--dry-run", action="store_true", help="only say which index files would change")
     parser.add_argument("--json", action="store_true", help="one JSON object per segment")
     return parser
@@ -345,7 +422,7 @@ def _add_retention(sub) -> argparse.ArgumentParser:
         "--allow-compacted", action="store_true",
         help="apply retention.ms/retention.bytes even to a topic whose cleanup.policy is compact",
     )
-    parser.add_argument("--now", type=int, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
+    parser.add_argument("--now", type=_integer, default=None, metavar="MS", help="the current time in epoch milliseconds (default: the clock)")
     parser.add_argument("--json", action="store_true", help="one JSON object per partition")
     return parser
 
@@ -362,12 +439,12 @@ def _add_convert(sub) -> argparse.ArgumentParser:
     )
     parser.add_argument("src", metavar="SRC", help="a .log or a partition directory")
     parser.add_argument("dst", metavar="DST", help="the output .log or directory")
-    parser.add_argument("--magic", type=int, choices=(0, 1, 2), default=2, help="the target message format (2)")
+    parser.add_argument("--magic", type=_integer, choices=(0, 1, 2), default=2, help="the target message format (2)")
     parser.add_argument("--compression", choices=_CODEC_NAMES, default="none", help="the target codec (none)")
-    parser.add_argument("--compression-level", type=int, default=None, metavar="N", help="the codec's level (its default)")
+    parser.add_argument("--compression-level", type=_integer, default=None, metavar="N", help="the codec's level (its default)")
     parser.add_argument("--drop-timestamps", action="store_true", help="allow magic 0 output of records with timestamps")
     parser.add_argument("--drop-producer-state", action="store_true", help="allow v0/v1 output of idempotent producers' batches")
-    parser.add_argument("--index-interval-bytes", type=_interval, default=4096, metavar="N", help="index.interval.bytes of the output (4096)")
+    parser.add_argument("--index-interval-bytes", type=_size, default=4096, metavar="SIZE", help="index.interval.bytes of the output (4096)")
     parser.add_argument("--force", action="store_true", help="replace existing output segments")
     parser.add_argument("--json", action="store_true", help="a JSON report")
     return parser
@@ -394,8 +471,10 @@ def _add_compact(sub) -> argparse.ArgumentParser:
         description=(
             "Compact a partition directory (or every partition of a log directory) with Kafka's log cleaner: keep the "
             "latest record of each key, drop records without a key, aborted transactions' data, and tombstones and "
-            "markers past their delete horizon. cleanup.policy=compact is implied; the other topic settings come only "
-            "from --config. Kafka never cleans the active segment (--roll closes it first)."
+            "markers past their delete horizon. cleanup.policy=compact is implied; the other topic settings come from "
+            "--config, else from the cluster's KRaft metadata log (__cluster_metadata-0 beside the partitions, or "
+            "--metadata-log), else the internal topic defaults or Kafka's defaults; the report says which (--json). "
+            "Kafka never cleans the active segment (--roll closes it first)."
         ),
     )
     parser.add_argument("path", metavar="PATH", help="a partition directory or a log directory")
@@ -406,7 +485,7 @@ def _add_compact(sub) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic property, e.g. delete.retention.ms=0 (repeatable)")
     parser.add_argument(
-        "--now-ms", "--now", dest="now", type=int, default=None, metavar="MS",
+        "--now-ms", "--now", dest="now", type=_integer, default=None, metavar="MS",
         help="the cleaner's clock in epoch milliseconds, for delete horizons and compaction lags (default: the clock)",
     )  # fmt: skip
     parser.add_argument(
@@ -414,7 +493,7 @@ def _add_compact(sub) -> argparse.ArgumentParser:
         help="the KRaft metadata log (__cluster_metadata-0 directory) to read topic configs from "
         "(default: the one beside the partitions, if any)",
     )
-    parser.add_argument("--keys", type=_interval, default=0, metavar="N", help="count removals per key and list the N keys with the most")
+    parser.add_argument("--keys", type=_count, default=0, metavar="N", help="count removals per key and list the N keys with the most")
     parser.add_argument("--roll", action="store_true", help="roll the active segment first, so all of the log is cleanable")
     parser.add_argument(
         "--dedupe-buffer-size", type=_dedupe_size, default=DEFAULT_DEDUPE_BUFFER_SIZE, metavar="BYTES",
@@ -442,21 +521,31 @@ def _add_groups(sub) -> argparse.ArgumentParser:
     """``kafkalog groups``'s parser."""
     parser = sub.add_parser(
         "groups",
-        help="committed offsets and lag per consumer group, read from __consumer_offsets (read-only)",
+        help="committed offsets and lag per group (classic, consumer and share), read from __consumer_offsets "
+             "(read-only)",
         description=(
-            "Describe consumer groups as kafka-consumer-groups.sh --describe does, offline: the offsets committed in "
-            "the __consumer_offsets partitions of DIR, the log end offsets of the partitions beside them, and the lag. "
-            "Nothing is written."
+            "Describe groups as kafka-consumer-groups.sh and kafka-share-groups.sh --describe do, offline: classic, "
+            "consumer (KIP-848) and share (KIP-932) groups, the offsets committed in the __consumer_offsets "
+            "partitions of DIR, the log end offsets of the partitions beside them, and the lag. Nothing is written."
         ),
     )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="a log directory (several for a broker's JBOD directories)")
     parser.add_argument("--group", metavar="GROUP", help="only this group")
-    parser.add_argument("--verbose", action="store_true", help="also the commit's leader epoch, time and metadata")
-    parser.add_argument("--json", action="store_true", help="one JSON object per group and partition (documented in docs/cli.md)")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true",
+                      help="each group's members (kafka-consumer-groups.sh --describe --members); --verbose adds "
+                           "their assignments")
+    view.add_argument("--state", action="store_true",
+                      help="each group's type (classic, consumer, share), assignment strategy, state and member count")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also the commit's leader epoch, time and metadata (with --members: the assignment)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per group and partition, or per group with --members/--state "
+                             "(documented in docs/cli.md)")
     return parser
 
 
-def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+def _dispatch(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     tool = _Tool(args.command, args, out, err)
     try:
         if args.command == "verify":
@@ -482,10 +571,27 @@ def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return tool.status
 
 
+def _run_tool(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run a tool command; a usage error it finds after parsing (``--config``) goes to ``err``."""
+    with contextlib.redirect_stderr(err):
+        return _dispatch(args, out, err)
+
+
 def _unknown_command(argv: list[str], err: IO[str]) -> int | None:
     """Exit status 2 and one line when the first argument is neither an option nor a command
-    (argparse would list every choice; a near miss gets a suggestion); 1 when it is a path but
+    (argparse would list every choice; a near miss gets a suggestion), or an option the program
+    does not take (argparse would only ask for a command); 1 when it is a path but
     not every argument an existing file (the summary mode's arguments)."""
+    if argv and argv[0].startswith("-") and argv[0] != "-":
+        options = ("-h", "--help", "--version")
+        name = argv[0].split("=", 1)[0]
+        if any(o.startswith(name) for o in options):
+            return None  # argparse's (abbreviations included)
+        close = difflib.get_close_matches(name, options[1:], n=1, cutoff=0.75)
+        hint = f" (did you mean '{close[0]}'?)" if close else " (options go after the command: kafkalog COMMAND --help)"
+        err.write(_build_parser().format_usage())
+        err.write(f"kafkalog: unknown option '{argv[0]}'{hint}\n")
+        return 2
     if not argv or argv[0].startswith("-") or argv[0] in _COMMANDS:
         return None
     if os.path.exists(argv[0]) or os.sep in argv[0] or argv[0].endswith(".log"):
@@ -542,8 +648,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         return cluster_main(argv[1:])
     parser = _build_parser()
     try:
-        args = parser.parse_args(argv)
-        options = _options(parser, args) if args.command == "dump" else None
+        # argparse writes usage, errors and --help to the process's streams: send them to ours.
+        with contextlib.redirect_stdout(stdout or sys.stdout), contextlib.redirect_stderr(stderr or sys.stderr):
+            args, extras = parser.parse_known_args(argv)
+            if extras:
+                _unrecognized(args._parser, extras)
+            options = _options(args._parser, args) if args.command == "dump" else None
     except SystemExit as e:  # usage errors (2), --help and --version (0)
         return e.code if isinstance(e.code, int) else 2
 
@@ -554,6 +664,24 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         return _Dump(options, output).run()  # type: ignore[arg-type]
 
     return _guarded(f"kafkalog {args.command}", run, stdout, stderr)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> None:
+    """A usage error for arguments the command does not take, in the command's own usage (not
+    the top level's), with the closest option of the command for each option typo.
+
+    Raises:
+        SystemExit: always (status 2), after argparse's usage and error lines.
+    """
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    hints = []
+    for arg in extras:
+        name = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1) if name.startswith("-") else []
+        if close:
+            hints.append(f"did you mean {close[0]}?" if len(extras) == 1 else f"{arg}: did you mean {close[0]}?")
+    hint = f" ({'; '.join(hints)})" if hints else ""
+    parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
 
 
 def _summary_mode(argv: list[str]) -> bool:

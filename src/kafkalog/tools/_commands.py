@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posixpath
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -107,25 +108,33 @@ def _run_stat(tool: _Tool) -> None:
                 f"{path}: {report.errors} problems found; the figures cover the valid data only "
                 f"(kafkalog verify {path} lists them)"
             )
+        # Offsets of unrelated partitions make no one range: each partition gets its own totals
+        # row, and the grand total only counts (records, bytes, ...).
+        groups = _by_partition(report.segments)
+        totals = _stat_totals(report.segments, not a.shallow, single_partition=len(groups) == 1)
         if a.json:
             out = report.to_dict()
-            out["totals"] = _stat_totals(report.segments, not a.shallow)
+            out["totals"] = totals
+            if len(groups) > 1:
+                out["partition_totals"] = [
+                    {"partition": _display(d, path, is_dir), **_stat_totals(segs, not a.shallow)}
+                    for d, segs in groups.items()
+                ]
             tool.json(out)
             return
         rows = [[
             "segment", "offsets", "records", "tombstones", "batches", "bytes", "first timestamp",
             "last timestamp", "magic", "codecs", "producers",
         ]]
-        for s in report.segments:
-            rows.append(_stat_row(_display(s.path, path, is_dir), s.first_offset, s.last_offset, s.records, s.tombstones,
-                                  s.batches, s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs,
-                                  len(s.producer_ids)))
-        totals = _stat_totals(report.segments, not a.shallow)
-        rows.append(_stat_row(
-            "total", totals["first_offset"], totals["last_offset"], totals["records"], totals["tombstones"],
-            totals["batches"], totals["bytes"], totals["min_timestamp"], totals["max_timestamp"],
-            tuple(totals["magics"]), tuple(totals["codecs"]), totals["producers"],
-        ))
+        for d, segments in groups.items():
+            for s in segments:
+                rows.append(_stat_row(
+                    _display(s.path, path, is_dir), s.first_offset, s.last_offset, s.records, s.tombstones, s.batches,
+                    s.size, s.min_timestamp, s.max_timestamp, s.magics, s.codecs, len(s.producer_ids),
+                ))
+            if len(groups) > 1:
+                rows.append(_totals_row(f"{_display(d, path, is_dir)} total", _stat_totals(segments, not a.shallow)))
+        rows.append(_totals_row("total", totals))
         for line in _table(rows, {2, 3, 4, 5, 10}):
             tool.print(line)
         for p in report.partitions:
@@ -153,7 +162,24 @@ def _stat_row(name, first, last, records, tombstones, batches, size, lo, hi, mag
     ]
 
 
-def _stat_totals(segments: Sequence[VerifySegmentReport], deep: bool) -> dict:
+def _by_partition(segments: Sequence[VerifySegmentReport]) -> dict[str, list[VerifySegmentReport]]:
+    """The segments grouped by the directory (partition) holding them, in report order."""
+    groups: dict[str, list[VerifySegmentReport]] = {}
+    for s in segments:
+        groups.setdefault(posixpath.dirname(s.path), []).append(s)
+    return groups
+
+
+def _totals_row(name: str, totals: dict) -> list[str]:
+    return _stat_row(
+        name, totals["first_offset"], totals["last_offset"], totals["records"], totals["tombstones"],
+        totals["batches"], totals["bytes"], totals["min_timestamp"], totals["max_timestamp"],
+        tuple(totals["magics"]), tuple(totals["codecs"]), totals["producers"],
+    )
+
+
+def _stat_totals(segments: Sequence[VerifySegmentReport], deep: bool, *, single_partition: bool = True) -> dict:
+    """The totals of ``segments``; offsets only when they are of one partition (else None)."""
     firsts = [s.first_offset for s in segments if s.first_offset is not None]
     lasts = [s.last_offset for s in segments if s.last_offset is not None]
     los = [s.min_timestamp for s in segments if s.min_timestamp is not None]
@@ -161,8 +187,8 @@ def _stat_totals(segments: Sequence[VerifySegmentReport], deep: bool) -> dict:
     codecs = {c for s in segments for c in s.codecs}
     return {
         "segments": len(segments),
-        "first_offset": min(firsts) if firsts else None,
-        "last_offset": max(lasts) if lasts else None,
+        "first_offset": min(firsts) if firsts and single_partition else None,
+        "last_offset": max(lasts) if lasts and single_partition else None,
         "records": sum(s.records for s in segments),
         "tombstones": sum(s.tombstones or 0 for s in segments) if deep else None,
         "batches": sum(s.batches for s in segments),

@@ -157,8 +157,11 @@ def _compact_lines(stats: CleanerStats, keys: int) -> list[str]:
             f"({stats.bytes_written} bytes) written"
         )
     else:
+        # Of the records in the table: the cleaner's records_read leaves out the records of
+        # batches it drops whole (aborted transactions), which the table counts.
+        in_table = sum(s.records_read for s in stats.segments)
         lines.append(
-            f"  {verb} {removed} of {stats.records_read} records ({reasons or 'none'}); "
+            f"  {verb} {removed} of {in_table} records ({reasons or 'none'}); "
             f"{stats.bytes_read - stats.bytes_written} of {stats.bytes_read} bytes"
         )
     if keys and stats.removed_by_key is not None:
@@ -188,8 +191,7 @@ def _run_compact(tool: _Tool, parser: argparse.ArgumentParser) -> None:
     settings_of = SettingsReader(cli, a.metadata_log, implied=_COMPACT_IMPLIED, allow_compacted=True)
 
     def run() -> None:
-        not_a_dir = "compact takes a partition directory or a log directory, not a file"
-        for directory in tool.writable_partitions(a.path, not_a_dir=not_a_dir, topic_rules=NEVER_COMPACTED):
+        for directory in tool.writable_partitions(a.path, topic_rules=NEVER_COMPACTED):
             tool.guarded(lambda directory=directory: _compact_one(tool, directory, settings_of(directory), now))
 
     tool.guarded(run)

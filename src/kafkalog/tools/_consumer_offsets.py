@@ -4,8 +4,9 @@ The group coordinator's own loading rule (Kafka's ``GroupMetadataManager.loadGro
 :class:`kafkalog.protocol.OffsetsLoader`, which the broker's coordinator loads with too) is
 applied to every ``__consumer_offsets-<n>`` partition of the log directories given, in offset
 order. Offsets of a group whose metadata was deleted are kept as a group that only commits
-(Kafka's ``emptyGroupOffsets``); record types this coordinator does not know (the KIP-848
-consumer group records, types 3-8) are skipped, as Kafka 3.x skips unknown keys.
+(Kafka's ``emptyGroupOffsets``); the consumer (KIP-848) and share (KIP-932) groups' records
+(types 3-16) are replayed as Kafka 4.0's coordinator replays them; record types Kafka 4.0 does
+not declare are skipped, as Kafka skips unknown keys.
 
 Files are only read: segments through :class:`kafkalog.FileRecords` (never ``Log.open``, which
 takes a lock and rewrites checkpoints), log end offsets through the core's read-only
@@ -17,20 +18,32 @@ is an error naming the file and the byte position.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 from .. import FileRecords, RecordBatch
+from ..checkpoint import PARTITION_METADATA, PartitionMetadataFile
 from ..filenames import PARTITION_DIR, find_partition_dirs, segment_logs
 from ..partition_view import OnCorruption, PartitionView
 from ..resync import BAD_BATCH_ERRORS
-from ..errors import KafkalogError
+from ..errors import InvalidRecordError, KafkalogError
 from ..protocol import (
     CONSUMER_OFFSETS_TOPIC,
     CommittedOffset,
     ConsumerOffsets,
+    MessageReader,
     OffsetsLoader,
+    ProtocolError,
+    ShareStateLoader,
+    read_message,
+    share_coordinator_record_schemas,
 )
+
+#: The share coordinator's topic (KIP-932).
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+#: A coordinator record's key and value start with their version (an int16).
+_VERSION = struct.Struct(">h")
 
 
 def _partition_dirs(log_dirs: tuple[str | os.PathLike, ...]) -> list[tuple[Path, str, int]]:
@@ -93,7 +106,7 @@ def read_consumer_offsets(*log_dirs: str | os.PathLike) -> ConsumerOffsets:
             loader.load_batch(batch)
         if loader.unknown:
             result.warnings.append(
-                f"{directory}: {loader.unknown} records of other types (KIP-848 consumer groups, or unknown) skipped"
+                f"{directory}: {loader.unknown} records of unknown types skipped"
             )
     return result
 
@@ -129,3 +142,66 @@ def log_end_offsets(*log_dirs: str | os.PathLike) -> dict[tuple[str, int], int]:
         end = log_end_offset(directory)
         out[(topic, partition)] = max(end, out.get((topic, partition), end))
     return out
+
+
+def topic_names(*log_dirs: str | os.PathLike) -> dict[str, str]:
+    """The name of each topic id the log directories know, from their partitions'
+    ``partition.metadata`` (the consumer and share groups' records name topics by id).
+    Read-only; a missing or malformed ``partition.metadata`` names nothing."""
+    out: dict[str, str] = {}
+    for directory, topic, _ in _partition_dirs(log_dirs):
+        path = directory / PARTITION_METADATA
+        if not path.is_file():
+            continue
+        try:
+            out[PartitionMetadataFile(path).read()] = topic
+        except (KafkalogError, OSError):
+            continue  # a topic kafkalog cannot name by this file is shown by its id
+    return out
+
+
+def _share_state_record(loader: ShareStateLoader, key: bytes | None, value: bytes | None) -> None:
+    """One ``__share_group_state`` record into ``loader``; record types Kafka 4.0 does not
+    declare are skipped, as its coordinator skips them."""
+    if key is None or len(key) < _VERSION.size:
+        raise ProtocolError("the record has no key or version (a share coordinator record always has one)")
+    (record_type,) = _VERSION.unpack_from(key)
+    schemas = share_coordinator_record_schemas(record_type)
+    if schemas is None:
+        return
+    k = read_message(schemas[0], MessageReader(key, _VERSION.size), record_type)
+    v = None
+    if value is not None:
+        if len(value) < _VERSION.size:
+            raise ProtocolError("Could not read version from value's buffer.")
+        (version,) = _VERSION.unpack_from(value)
+        v = read_message(schemas[1], MessageReader(value, _VERSION.size), version)
+    loader.replay(record_type, k, v)
+
+
+def read_share_group_state(*log_dirs: str | os.PathLike, warnings: list[str] | None = None) -> dict[tuple[str, str, int], int]:
+    """The start offset of every share-partition in the log directories' ``__share_group_state``
+    partitions, by (group, topic id, partition), as the share coordinator loads them (empty when
+    there are none). Read-only.
+
+    Raises:
+        KafkalogError: a batch before the last segment is corrupt, or a record does not decode
+            (file and position named).
+    """
+    start_offsets: dict[tuple[str, str, int], int] = {}
+    loader = ShareStateLoader(start_offsets)
+    warnings = [] if warnings is None else warnings
+    dirs = sorted((p, d) for d, topic, p in _partition_dirs(log_dirs) if topic == SHARE_GROUP_STATE_TOPIC)
+    for _, directory in dirs:
+        for batch in _batches(directory, warnings):
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                try:
+                    _share_state_record(loader, record.key, record.value)
+                except ProtocolError as e:
+                    raise InvalidRecordError(
+                        f"record at offset {record.offset} of {directory.name} does not decode as a share "
+                        f"coordinator record: {e}", file=batch.file, position=batch.position,
+                    ) from None
+    return start_offsets

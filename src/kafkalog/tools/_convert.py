@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -227,6 +228,25 @@ def _output_log(src: Path, dst: Path) -> Path:
     return dst / f"{segment_base_offset(src):020d}{LOG_SUFFIX}"  # a .swap/.cleaned/.deleted source is written as .log
 
 
+@contextlib.contextmanager
+def _dirs_removed_on_failure(dst: Path) -> Iterator[None]:
+    """Remove again, when the block fails, the directories on the way to ``dst`` that do not
+    exist yet (a conversion creates them): a refused or failed conversion leaves nothing behind,
+    and never removes a directory that was there before or that holds anything."""
+    missing = []
+    path = Path(os.path.abspath(dst))
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    try:
+        yield
+    except BaseException:
+        for directory in missing:  # the deepest first
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only when empty
+        raise
+
+
 def _existing_outputs(out_log: Path) -> list[Path]:
     return [p for p in (out_log, *(index_path(out_log, s) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))) if p.exists()]
 
@@ -269,6 +289,18 @@ def convert_segment(
     """
     src, dst = Path(src), Path(dst)
     codec = _check_target(magic, compression)
+    with _dirs_removed_on_failure(dst):
+        return _convert_segment(
+            src, dst, codec, magic, compression_level, drop_timestamps, drop_producer_state, index_interval_bytes,
+            overwrite, progress,
+        )
+
+
+def _convert_segment(
+    src: Path, dst: Path, codec: Compression, magic: int, compression_level: int | None, drop_timestamps: bool,
+    drop_producer_state: bool, index_interval_bytes: int, overwrite: bool, progress: Progress | None,
+) -> ConvertReport:
+    """:func:`convert_segment` once its target is checked."""
     out_log = _output_log(src, dst)
     _check_output(src, out_log, overwrite)
     ensure_not_in_use(out_log.parent)
@@ -427,11 +459,20 @@ def convert_path(
         raise ConversionError("the output for a partition directory must be a directory", file=str(dst))
     if dst.exists() and os.path.samefile(src, dst):
         raise ConversionError("the output is the source directory itself; write it elsewhere", file=str(dst))
-    dst.mkdir(parents=True, exist_ok=True)
     codec = _check_target(magic, compression)
-    report = ConvertReport(str(src), str(dst), magic, codec.kafka_name)
-    for log in logs:
-        report._add(convert_segment(log, dst, **options))  # type: ignore[arg-type]
+    with _dirs_removed_on_failure(dst):
+        before = set(os.listdir(dst)) if dst.is_dir() else set()
+        dst.mkdir(parents=True, exist_ok=True)
+        report = ConvertReport(str(src), str(dst), magic, codec.kafka_name)
+        try:
+            for log in logs:
+                report._add(convert_segment(log, dst, **options))  # type: ignore[arg-type]
+        except BaseException:
+            # The segments converted before the failure go too: the run leaves nothing of its own.
+            for name in set(os.listdir(dst)) - before:
+                with contextlib.suppress(OSError):
+                    (dst / name).unlink()
+            raise
     copies = [PARTITION_METADATA]
     if magic == MAGIC_V2:
         copies.append(LEADER_EPOCH_CHECKPOINT)

@@ -130,6 +130,15 @@ class _Dump:
             handler, kind = self._offset_checkpoint, "offsetCheckpoint"
         elif suffix is None and name == LEADER_EPOCH_CHECKPOINT:  # kafkalog extension
             handler, kind = self._leader_epoch_checkpoint, "leaderEpochCheckpoint"
+        elif self._at(display).is_dir():
+            # A directory is what a new user often gives (Kafka's tool fails on its name).
+            self.out.dumping(display, "unknown")
+            self._fail(
+                display,
+                f"Is a directory: dump takes files (--files {display}/*.log dumps its segments; "
+                f"kafkalog stat {display} describes them)",
+            )
+            return
         else:
             self.out.skipped(display)
             return

@@ -99,27 +99,6 @@ class _ScalaHashMap:
         return _scala_order(self._keys, self._length, java_string_hash)  # type: ignore[arg-type]
 
 
-def _topic_partition_hash(tp: object) -> int:
-    topic, partition = tp  # type: ignore[misc]
-    return _int32(31 * _int32(31 + partition) + java_string_hash(topic))
-
-
-def _scala_topic_partition_set(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
-    """The order ``mutable.Set[TopicPartition] ++= group.toSet`` (once per group) iterates in
-    (``TransactionMetadata.addPartitions`` as the transaction-log formatter uses it)."""
-    length, keys = 16, {}
-    for group in groups:
-        distinct = list(dict.fromkeys(group))
-        # addAll: sizeHint(knownSize), then one add per element for Set1..Set4 (with the growth
-        # check) or addElem per element, without it, for an immutable.HashSet.
-        length = max(length, _table_size_for(int((len(distinct) + 1) / 0.75)))
-        for tp in distinct:
-            if len(distinct) <= 4 and len(keys) + 1 >= int(length * 0.75):
-                length *= 2
-            keys.setdefault(tp, len(keys))
-    return _scala_order(keys, length, _topic_partition_hash)
-
-
 _JACKSON_ESCAPES = {i: f"\\u{i:04X}" for i in range(32)}
 _JACKSON_ESCAPES.update({8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"})
 

@@ -168,18 +168,17 @@ class _Tool:
             else:
                 self.print(f"{directory}: skipped: {reason}")
 
-    def writable_partitions(
-        self, arg: str, *, not_a_dir: str | None = None, topic_rules: Mapping[str, str] | None = None
-    ) -> Iterator[Path]:
+    def writable_partitions(self, arg: str, *, topic_rules: Mapping[str, str] | None = None) -> Iterator[Path]:
         """The partition directories a writing command's PATH names (:func:`_partitions_at`):
         PATH itself refused when the command leaves it alone, a log directory's partitions less
-        those it leaves alone (skipped, and said so). Every writing command gets its partitions
-        here or through the two steps it is made of.
+        those it leaves alone (skipped, and said so); a file is refused. Every writing command
+        gets its partitions here or through the two steps it is made of.
 
         Raises:
             The errors of :func:`_partitions_at`; KafkalogError for a PATH left alone.
         """
         self.refuse_left_alone(arg, topic_rules)
+        not_a_dir = f"{self.name} takes a partition directory or a log directory, not a file"
         yield from self.skip_left_alone(_partitions_at(arg, not_a_dir=not_a_dir), topic_rules)
 
 
@@ -212,8 +211,24 @@ def _partitions_at(arg: str, *, not_a_dir: str | None = None) -> list[Path]:
         raise KafkalogError(not_a_dir, file=arg)
     partitions = [path] if segment_logs(path) else find_partition_dirs(path)
     if not partitions:
-        raise KafkalogError("no log segments here and no partition directories below", file=arg)
+        raise KafkalogError(_no_partitions(path), file=arg)
     return partitions
+
+
+def _no_partitions(directory: Path) -> str:
+    """Why a directory has no partition to work on, naming what it holds instead (the first ten
+    names) so that a directory of other files is not taken for an empty one."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []
+    if not names:
+        return "no log segments here and no partition directories below"
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        "no Kafka log files here (<20-digit offset>.log segments) and no partition directories "
+        f"(<topic>-<partition>) below, only: {shown}"
+    )
 
 
 def _left_alone(path: Path, topic_rules: Mapping[str, str], *, ancestors: bool = True) -> str | None:

@@ -12,6 +12,7 @@ from ..checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    META_PROPERTIES,
     PARTITION_METADATA,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -344,9 +345,10 @@ def verify_path(
             parent_offsets = _LogDirOffsets(path.parent, ProblemList([]))  # the log dir's files: not reported here
         _verify_partition(path, report, problems, parent_offsets, deep, progress)
     else:
-        partitions, log_dirs = _partition_dirs(path)
+        partitions, _ = _partition_dirs(path)
         checkpoints = [n for n in OFFSET_CHECKPOINTS if (path / n).exists()]
         if not checkpoints and not any(_has_kafka_files(d) for d in partitions):
+            log_dirs = _log_dirs_below(path)
             hint = (
                 f"; the directories below look like log directories: verify them ({', '.join(d.name for d in log_dirs)})"
                 if log_dirs
@@ -378,6 +380,22 @@ def _partition_dirs(log_dir: Location) -> tuple[list[Location], list[Location]]:
         else:
             partitions.append(d)
     return partitions, log_dirs
+
+
+def _log_dirs_below(parent: Location) -> list[Location]:
+    """The directories in ``parent`` that look like log directories, whatever their names: each
+    holds ``meta.properties`` (a broker's mark on its log directories) or partition directories
+    (a parent of log directories was named: a JBOD mount, a backup of several brokers)."""
+    found = []
+    for name in sorted(parent.listing()[1]):
+        child = parent / name
+        try:
+            files, _ = child.listing()
+            if META_PROPERTIES in files or child.partition_dirs():
+                found.append(child)
+        except OSError:
+            continue  # unreadable: not named in a hint
+    return found
 
 
 def total_log_bytes(path: str | os.PathLike | Location) -> int:
