@@ -80,6 +80,15 @@ class _ClusterHandlers(_BrokerState):
             return None, None
         return member.live_brokers, member.alter_isr
 
+    async def _assigned_topic(self, topic: str) -> tuple[dict[str, str], str | None]:
+        """A topic the controller assigned here: its overrides (``/config/topics/<t>``) and its
+        id (``/brokers/topics/<t>``), so the local logs carry the cluster's config and id."""
+        if self._cluster is None:
+            return {}, None
+        overrides = await self._in_executor(self._cluster.zk.topic_config, topic)
+        assignment = self._cluster.cache.assignments.get(topic)
+        return overrides, assignment.topic_id if assignment is not None else None
+
     def _partition_listener(self) -> PartitionListener:
         """The broker's replica manager, which the member tells every partition state."""
         manager = self.replica_manager
