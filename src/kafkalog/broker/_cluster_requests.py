@@ -80,6 +80,15 @@ class _ClusterHandlers(_BrokerState):
             return None, None
         return member.live_brokers, member.alter_isr
 
+    async def _live_brokers(self) -> list[int]:
+        """The live broker ids as ZooKeeper has them now (``/brokers/ids``)."""
+        assert self._cluster is not None
+        try:
+            return list(await self._in_executor(self._cluster.zk.brokers))
+        except ZK_ERRORS as e:
+            _log.warning("reading the live brokers failed (%s); using the cached list", e)
+            return list(self._cluster.cache.brokers)
+
     async def _assigned_topic(self, topic: str) -> tuple[dict[str, str], str | None]:
         """A topic the controller assigned here: its overrides (``/config/topics/<t>``) and its
         id (``/brokers/topics/<t>``), so the local logs carry the cluster's config and id."""
@@ -215,7 +224,8 @@ class _ClusterHandlers(_BrokerState):
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
         if name in cache.assignments:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
-        brokers = sorted(cache.brokers)
+        # the live brokers read now (the cache's watch may lag a broker that just registered)
+        brokers = sorted(await self._live_brokers())
         try:
             self.config.topic_config(overrides)
         except InvalidConfigError as e:
@@ -226,7 +236,7 @@ class _ClusterHandlers(_BrokerState):
             for p, replicas in assignments.items():
                 if len(set(replicas)) != len(replicas) or not replicas:
                     return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers not allowed in replica assignment: {replicas} for partition id {p}."
-                unknown = [b for b in replicas if b not in cache.brokers]
+                unknown = [b for b in replicas if b not in brokers]
                 if unknown:
                     return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: {unknown}."
             plan = assignments
@@ -314,7 +324,7 @@ class _ClusterHandlers(_BrokerState):
             return ErrorCode.INVALID_PARTITIONS, (
                 f"Topic currently has {existing} partitions, {count} would not be an increase.")
         added = count - existing
-        brokers = sorted(cache.brokers)
+        brokers = sorted(await self._live_brokers())
         if t["assignments"] is not None:
             if len(t["assignments"]) != added:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
