@@ -13,8 +13,8 @@ from ..varint import INT32_MAX
 @dataclass(frozen=True)
 class ClusterConfig:
     """``zookeeper.connect`` (none: single node), ``zookeeper.session.timeout.ms`` (18000),
-    ``zookeeper.connection.timeout.ms`` (the session timeout), ``default.replication.factor``
-    (1), ``offsets.topic.replication.factor`` (3), ``unclean.leader.election.enable`` (false),
+    ``zookeeper.connection.timeout.ms`` (the session timeout), ``unclean.leader.election.enable``
+    (false; the replication factors are :class:`BrokerConfig`'s),
     ``controlled.shutdown.enable`` (true), ``controlled.shutdown.max.retries`` (3),
     ``controlled.shutdown.retry.backoff.ms`` (5000), ``auto.leader.rebalance.enable`` (true),
     ``leader.imbalance.check.interval.seconds`` (300), ``leader.imbalance.per.broker.percentage``
@@ -23,8 +23,6 @@ class ClusterConfig:
     zookeeper_connect: str | None = None
     session_timeout_ms: int = 18_000
     connection_timeout_ms: int | None = None
-    default_replication_factor: int = 1
-    offsets_replication_factor: int = 3
     unclean_leader_election: bool = False
     controlled_shutdown: bool = True
     controlled_shutdown_max_retries: int = 3
@@ -70,8 +68,6 @@ CLUSTER_KEYS: dict[str, tuple[str, str]] = {
     "zookeeper.connect": ("zookeeper_connect", "str"),
     "zookeeper.session.timeout.ms": ("session_timeout_ms", "int"),
     "zookeeper.connection.timeout.ms": ("connection_timeout_ms", "int"),
-    "default.replication.factor": ("default_replication_factor", "int"),
-    "offsets.topic.replication.factor": ("offsets_replication_factor", "int"),
     "unclean.leader.election.enable": ("unclean_leader_election", "bool"),
     "controlled.shutdown.enable": ("controlled_shutdown", "bool"),
     "controlled.shutdown.max.retries": ("controlled_shutdown_max_retries", "int"),

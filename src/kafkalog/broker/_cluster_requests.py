@@ -244,7 +244,7 @@ class _ClusterHandlers(_BrokerState):
             if partitions == _DEFAULT:
                 partitions = self.config.num_partitions
             if replication == _DEFAULT:
-                replication = self.config.cluster.default_replication_factor
+                replication = self.config.default_replication_factor
             if partitions > MAX_PARTITIONS_PER_TOPIC:
                 return ErrorCode.INVALID_PARTITIONS, (
                     f"Number of partitions {partitions} is above this broker's limit of {MAX_PARTITIONS_PER_TOPIC}")
@@ -389,7 +389,7 @@ class _ClusterHandlers(_BrokerState):
 
     async def _create_offsets_topic(self) -> tuple[ErrorCode, str | None]:
         assert self._cluster is not None
-        factor = self.config.cluster.offsets_replication_factor
+        factor = self.config.offsets_topic_replication_factor
         alive = len(self._cluster.cache.brokers)
         if alive < factor:
             # Kafka's message (ZkAdminManager/AutoTopicCreationManager), answered as
