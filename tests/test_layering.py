@@ -109,6 +109,7 @@ THIRD_PARTY_HOMES = {
     "grpc_tools": {"schema_registry"},
     "jsonschema": {"schema_registry"},
     "referencing": {"schema_registry"},
+    "kazoo": {"broker"},  # broker/_zk.py, the cluster's ZooKeeper client
 }
 
 

@@ -382,3 +382,18 @@ def test_describe_configs_of_unsupported_resources(broker) -> None:
             "include_synonyms": True, "include_documentation": False})
     assert [r["error_code"] for r in body["results"]] == [
         p.ErrorCode.INVALID_REQUEST, p.ErrorCode.INVALID_REQUEST, p.ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_elect_leaders_on_one_node_is_never_needed(broker) -> None:
+    """A single node leads every partition it has, and it is every partition's preferred
+    replica: ElectLeaders (key 43) answers ELECTION_NOT_NEEDED, or UNKNOWN_TOPIC_OR_PARTITION."""
+    with RawClient(broker.bootstrap) as raw:
+        create(raw, "solo", 2)
+        _, body = raw.call(p.ApiKey.ELECT_LEADERS, 1, {"election_type": 0, "timeout_ms": 1000, "topic_partitions": [
+            {"topic": "solo", "partitions": [0, 1, 5]}]})
+    assert body["error_code"] == 0
+    [topic] = body["replica_election_results"]
+    assert topic["topic"] == "solo"
+    assert [(r["partition_id"], r["error_code"]) for r in topic["partition_result"]] == [
+        (0, p.ErrorCode.ELECTION_NOT_NEEDED), (1, p.ErrorCode.ELECTION_NOT_NEEDED),
+        (5, p.ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]

@@ -30,6 +30,8 @@ from kafka.protocol.admin import (  # noqa: E402
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
@@ -95,6 +97,7 @@ ORACLE = {
     p.ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     p.ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     p.ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    p.ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
     # the group coordinator's
     p.ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
     p.ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
@@ -256,7 +259,7 @@ def test_api_versions_fallback_is_the_v0_layout() -> None:
 def test_advertised_versions() -> None:
     assert {(v["api_key"], v["min_version"], v["max_version"]) for v in p.supported_api_versions()} == {
         (0, 0, 8), (1, 4, 12), (2, 1, 5), (3, 0, 8), (18, 0, 3), (19, 0, 4), (22, 0, 1), (23, 0, 4),
-        (20, 0, 5), (21, 0, 2), (32, 0, 4), (33, 0, 2), (37, 0, 3), (44, 0, 1)} | GROUP_API_VERSIONS
+        (20, 0, 5), (21, 0, 2), (32, 0, 4), (33, 0, 2), (37, 0, 3), (44, 0, 1), (43, 0, 2)} | GROUP_API_VERSIONS
 
 
 #: The group coordinator's APIs (FindCoordinator, OffsetCommit/Fetch, Join/Heartbeat/Leave/Sync,

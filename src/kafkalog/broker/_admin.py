@@ -63,7 +63,14 @@ class _AdminHandlers(_BrokerState):
                     "producer_id": _NO_PRODUCER_ID, "producer_epoch": _NO_PRODUCER_EPOCH}
         assert self._admin_lock is not None
         async with self._admin_lock:
-            if self._next_producer_id >= self._producer_id_block_end:
+            cluster = getattr(self, "_cluster", None)
+            if self._next_producer_id >= self._producer_id_block_end and cluster is not None:
+                # a cluster shares one id space: blocks are claimed in ZooKeeper (Kafka's
+                # /latest_producer_id_block, a versioned write)
+                start, last = await self._in_executor(cluster.zk.allocate_producer_ids, self.config.node_id,
+                                                      PRODUCER_ID_BLOCK_SIZE)
+                self._next_producer_id, self._producer_id_block_end = start, last + 1
+            elif self._next_producer_id >= self._producer_id_block_end:
                 end = self._producer_id_block_end + PRODUCER_ID_BLOCK_SIZE
                 # The block end is durable before any id of the block is handed out.
                 await self._in_executor(self._write_metadata, dict(self._topics), end)

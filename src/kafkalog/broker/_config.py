@@ -13,6 +13,7 @@ from typing import Any
 from .. import LogConfig
 from ..log_config import parse_config_bool, parse_config_int
 from ..errors import InvalidConfigError
+from ._cluster_config import CLUSTER_KEYS, ClusterConfig
 from ._group_config import GROUP_KEYS, GroupConfig
 from ..varint import INT32_MAX, INT32_MIN
 from ..varint import INT64_MAX as _INT64_MAX
@@ -241,6 +242,8 @@ class BrokerConfig:
     cluster_id: str | None = None
     max_broker_partitions: int | None = None
     groups: GroupConfig = field(default_factory=GroupConfig)
+    #: The cluster settings (``zookeeper.connect``, ...): :class:`ClusterConfig`.
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     topic_defaults: tuple[tuple[str, str], ...] = ()
     #: ``delete.topic.enable``: whether DeleteTopics may delete.
     delete_topic_enable: bool = True
@@ -280,6 +283,8 @@ class BrokerConfig:
                 fields["delete_topic_enable"] = parse_config_bool(key, value)
             elif key in _BROKER_BOOLS:
                 fields[_BROKER_BOOLS[key]] = parse_config_bool(key, value)
+            elif key in CLUSTER_KEYS and key != "unclean.leader.election.enable":
+                pass  # ClusterConfig's (zookeeper.*, controlled.shutdown.*, leader.imbalance.*)
             elif key == "advertised.host.name":
                 fields["advertised_host"] = value
             elif key == "cluster.id":
@@ -296,7 +301,8 @@ class BrokerConfig:
         check_topic_configs(topic)
         static = tuple(sorted((k, str(v).strip()) for k, v in (properties or {}).items() if k in _BROKER_DEFAULTS))
         groups = GroupConfig.from_properties(properties or {})
-        return cls(**fields, groups=groups, topic_defaults=tuple(sorted(topic.items())), static=static)
+        cluster = ClusterConfig.from_properties(properties or {})
+        return cls(**fields, groups=groups, cluster=cluster, topic_defaults=tuple(sorted(topic.items())), static=static)
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
         """The :class:`LogConfig` of a topic: the broker's defaults, then the topic's overrides."""

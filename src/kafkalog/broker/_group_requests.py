@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from ..errors import KafkalogError
-from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request
+from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
 from ._coordinator import INVALID_OFFSET, GroupCoordinator
 from ._limits import RateLimitedLog
 from ._offsets_topic import OffsetsTopic, offsets_topic_overrides
@@ -138,6 +138,25 @@ class _GroupHandlers(_BrokerState):
             return None
         return self._coordinator
 
+    def _not_here(self, group_id: str) -> bool:
+        """In a cluster: whether another broker coordinates ``group_id`` (the leader of its
+        ``__consumer_offsets`` partition), so its requests are answered NOT_COORDINATOR."""
+        cluster = getattr(self, "_cluster", None)
+        if cluster is None:
+            return False
+        assignment = cluster.cache.assignments.get(CONSUMER_OFFSETS_TOPIC)
+        if assignment is None:
+            return True
+        leader = cluster.cache.leader_of(CONSUMER_OFFSETS_TOPIC, partition_for(group_id, len(assignment.partitions)))
+        return leader != self.config.node_id
+
+    async def _coordinator_of(self, group_id: str) -> tuple[GroupCoordinator | None, ErrorCode]:
+        """The coordinator for ``group_id``, or None and the error to answer (NOT_COORDINATOR
+        when another broker of the cluster coordinates it, else COORDINATOR_NOT_AVAILABLE)."""
+        if self._not_here(group_id):
+            return None, ErrorCode.NOT_COORDINATOR
+        return await self._coordinator_ready(), ErrorCode.COORDINATOR_NOT_AVAILABLE
+
     # -- FindCoordinator --------------------------------------------------------------------------
 
     async def _find_coordinator(self, request: Request) -> dict[str, Any]:
@@ -174,9 +193,9 @@ class _GroupHandlers(_BrokerState):
         body = request.body or {}
         version = request.api_version
         rebalance = body["rebalance_timeout_ms"] if version >= _REBALANCE_TIMEOUT_VERSION else body["session_timeout_ms"]
-        coordinator = await self._coordinator_ready()
+        coordinator, unavailable = await self._coordinator_of(body["group_id"])
         if coordinator is None:
-            result: dict[str, Any] = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+            result: dict[str, Any] = {"error_code": unavailable}
         else:
             result = await coordinator.join(
                 body["group_id"], body["member_id"], body["group_instance_id"], request.client_id, client_host(PEER.get()),
@@ -192,9 +211,9 @@ class _GroupHandlers(_BrokerState):
 
     async def _sync_group(self, request: Request) -> dict[str, Any]:
         body = request.body or {}
-        coordinator = await self._coordinator_ready()
+        coordinator, unavailable = await self._coordinator_of(body["group_id"])
         if coordinator is None:
-            result: dict[str, Any] = {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+            result: dict[str, Any] = {"error_code": unavailable}
         else:
             result = await coordinator.sync(
                 body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"],
@@ -206,8 +225,8 @@ class _GroupHandlers(_BrokerState):
 
     async def _heartbeat(self, request: Request) -> dict[str, Any]:
         body = request.body or {}
-        coordinator = await self._coordinator_ready()
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else coordinator.heartbeat(
+        coordinator, unavailable = await self._coordinator_of(body["group_id"])
+        code = unavailable if coordinator is None else coordinator.heartbeat(
             body["group_id"], body["member_id"], body["group_instance_id"], body["generation_id"])
         return {"throttle_time_ms": 0, "error_code": code}
 
@@ -216,9 +235,9 @@ class _GroupHandlers(_BrokerState):
         batched = request.api_version >= _BATCHED_LEAVE
         leaving = ([(m["member_id"], m["group_instance_id"]) for m in body["members"]] if batched
                    else [(body["member_id"], None)])
-        coordinator = await self._coordinator_ready()
+        coordinator, unavailable = await self._coordinator_of(body["group_id"])
         if coordinator is None:
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
+            return {"throttle_time_ms": 0, "error_code": unavailable, "members": []}
         code, codes = coordinator.leave(body["group_id"], leaving)
         if not batched:
             return {"throttle_time_ms": 0, "error_code": codes[0] if codes else code, "members": []}
@@ -235,9 +254,9 @@ class _GroupHandlers(_BrokerState):
              p["committed_metadata"], p["commit_timestamp"])
             for t in body["topics"] for p in t["partitions"]
         ]
-        coordinator = await self._coordinator_ready()
+        coordinator, unavailable = await self._coordinator_of(body["group_id"])
         if coordinator is None:
-            codes = [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(entries)
+            codes = [unavailable] * len(entries)
         else:
             codes = await coordinator.commit(
                 body["group_id"], body["generation_id_or_member_epoch"], body["member_id"], body["group_instance_id"],
@@ -258,8 +277,9 @@ class _GroupHandlers(_BrokerState):
         groups = []
         for g in asked:
             wanted = None if g["topics"] is None else [(t["name"], t["partition_indexes"]) for t in g["topics"]]
-            if coordinator is None:
-                groups.append({"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE})
+            if coordinator is None or self._not_here(g["group_id"]):
+                code = ErrorCode.NOT_COORDINATOR if self._not_here(g["group_id"]) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                groups.append({"group_id": g["group_id"], "topics": [], "error_code": code})
                 continue
             topics = []
             for topic, partitions in coordinator.fetch(g["group_id"], wanted):
@@ -278,9 +298,9 @@ class _GroupHandlers(_BrokerState):
     async def _offset_delete(self, request: Request) -> dict[str, Any]:
         body = request.body or {}
         wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in body["topics"]]
-        coordinator = await self._coordinator_ready()
+        coordinator, unavailable = await self._coordinator_of(body["group_id"])
         if coordinator is None:
-            code, codes = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+            code, codes = unavailable, []
         else:
             code, codes = await coordinator.delete_offsets(body["group_id"], wanted)
         topics = [] if code is not ErrorCode.NONE else [
@@ -308,8 +328,9 @@ class _GroupHandlers(_BrokerState):
         coordinator = await self._coordinator_ready()
         groups = []
         for group_id in body["groups"]:
-            if coordinator is None:
-                groups.append({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id,
+            if coordinator is None or self._not_here(group_id):
+                code = ErrorCode.NOT_COORDINATOR if self._not_here(group_id) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                groups.append({"error_code": code, "group_id": group_id,
                                "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
                 continue
             described = coordinator.describe(group_id)
@@ -323,7 +344,10 @@ class _GroupHandlers(_BrokerState):
         coordinator = await self._coordinator_ready()
         results = []
         for group_id in body["groups_names"]:
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else await coordinator.delete_group(group_id)
+            if self._not_here(group_id):
+                code = ErrorCode.NOT_COORDINATOR
+            else:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else await coordinator.delete_group(group_id)
             results.append({"group_id": group_id, "error_code": code})
         return {"throttle_time_ms": 0, "results": results}
 

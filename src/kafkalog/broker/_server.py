@@ -63,6 +63,7 @@ from ..protocol import (
 from ._admin import _AdminHandlers
 from ._admin_configs import _ConfigAdminHandlers
 from ._admin_topics import _TopicAdminHandlers
+from ._cluster_requests import _ClusterHandlers
 from ._data import _DataHandlers
 from ._group_requests import _GroupHandlers
 from ._limits import descriptor_limit, open_descriptors
@@ -123,7 +124,8 @@ class _CloseWithLog(ConnectionError):
         super().__init__(reason)
 
 
-class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers, _GroupHandlers):
+class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHandlers, _GroupHandlers,
+             _ClusterHandlers):
     """A Kafka-protocol broker serving the logs under ``log_dir``.
 
     Args:
@@ -156,6 +158,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         self._connection_tasks: set[asyncio.Task] = set()  # strong references (asyncio keeps weak ones)
         self._connections: set[_Connection] = set()
         self._stopped: asyncio.Event | None = None
+        self._leaving = False
         self._retention_task: asyncio.Task | None = None
         self._thread: threading.Thread | None = None
         #: Record bytes sent with sendfile (zero copy) since start.
@@ -192,7 +195,16 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             ApiKey.LIST_GROUPS: self._list_groups,
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.DELETE_GROUPS: self._delete_groups,
+            ApiKey.ELECT_LEADERS: self._elect_leaders,
         }
+        if self.config.cluster.enabled:  # in a cluster these go through ZooKeeper (_cluster_requests.py)
+            self._handlers.update({
+                ApiKey.METADATA: self._cluster_metadata,
+                ApiKey.CREATE_TOPICS: self._cluster_create_topics,
+                ApiKey.DELETE_TOPICS: self._cluster_delete_topics,
+                ApiKey.CREATE_PARTITIONS: self._cluster_create_partitions,
+                ApiKey.FIND_COORDINATOR: self._cluster_find_coordinator,
+            })
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -212,13 +224,18 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
             await self._loop.run_in_executor(self._executor, self._load)
             await self._start_groups()
             self._listeners = await self._bind()
+            self._port = self._listeners[0].getsockname()[1]
+            await self.replica_manager.start()
+            await self._start_cluster()  # zookeeper.connect: register, watch, contest the controller
         except BaseException:
+            for sock in self._listeners:
+                sock.close()
+            await self._stop_cluster()
+            await self.replica_manager.stop()
             await self._stop_groups()
             await self._loop.run_in_executor(self._executor, self._close_logs)
             self._executor.shutdown(wait=True)
             raise
-        self._port = self._listeners[0].getsockname()[1]
-        await self.replica_manager.start()
         for sock in self._listeners:
             self._spawn(self._accept_tasks, self._accept_loop(sock))
         self._retention_task = asyncio.create_task(self._retention_loop())
@@ -228,10 +245,12 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
 
     async def stop(self) -> None:
         """Stop accepting, answer the requests in flight, close every connection and every log."""
-        if self._stopping or self._loop is None:
+        if self._stopping or self._leaving or self._loop is None:
             if self._stopped is not None:
                 await self._stopped.wait()
             return
+        self._leaving = True
+        await self._leave_cluster_leadership()  # controlled shutdown, while still serving
         self._stopping = True
         assert self._executor is not None and self._stopped is not None
         for task in list(self._accept_tasks):
@@ -253,6 +272,7 @@ class Broker(_AdminHandlers, _TopicAdminHandlers, _ConfigAdminHandlers, _DataHan
         await self._stop_groups()
         await self.replica_manager.stop()  # the fetchers stop writing before the logs close
         await self._loop.run_in_executor(self._executor, self._close_logs)
+        await self._stop_cluster()  # the session closes: the registration vanishes
         self._executor.shutdown(wait=True)
         self._stopped.set()
         _log.info("kafkalog broker stopped; every log closed")

@@ -123,6 +123,8 @@ class _BrokerState:
                  alter_isr: AlterIsrFn | None = None) -> None:
         self.log_dir = Path(log_dir)
         self.config = BrokerConfig.from_properties(config)
+        if brokers is None and alter_isr is None:
+            brokers, alter_isr = self._coordination()  # zookeeper.connect: the cluster's callables
         #: The partitions' roles, the follower fetchers and the leader's replication rules.
         self.replica_manager = ReplicaManager(self, brokers=brokers, alter_isr=alter_isr)
         self._host = host
@@ -147,6 +149,11 @@ class _BrokerState:
         self._doomed_dirs: list[Path] = []
         #: Requests for unsupported APIs and features: one log line per client and feature.
         self._unsupported = UnsupportedLog()
+
+    def _coordination(self) -> tuple[BrokersFn | None, AlterIsrFn | None]:
+        """The coordination layer's ``brokers`` and ``alter_isr`` (``_cluster_requests.py``
+        gives ZooKeeper's when ``zookeeper.connect`` is set); none on a single node."""
+        return None, None
 
     # -- facts ---------------------------------------------------------------------------------
 
@@ -348,7 +355,9 @@ class _BrokerState:
         async with self._admin_lock:
             t = self._topics.get(topic)
             if t is None:
-                await self._create_topic(topic, index + 1, {}, self.config.topic_config())
+                overrides, topic_id = await self._assigned_topic(topic)
+                await self._create_topic(topic, index + 1, overrides, self.config.topic_config(overrides),
+                                         topic_id=topic_id)
             elif index >= len(t.partitions):
                 await self._in_executor(self._add_partitions_blocking, t, index + 1, dict(self._topics))
         partition = self._partition(topic, index)
@@ -366,8 +375,14 @@ class _BrokerState:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _create_topic_blocking(self, name: str, count: int, overrides: dict[str, str], config: LogConfig) -> _Topic:
-        topic = _Topic(name, new_topic_id(), overrides, [])
+    async def _assigned_topic(self, topic: str) -> tuple[dict[str, str], str | None]:
+        """A topic a coordination layer assigned here: its config overrides and its id (the
+        cluster's, from ZooKeeper: ``_cluster_requests.py``); none and a new id by default."""
+        return {}, None
+
+    def _create_topic_blocking(self, name: str, count: int, overrides: dict[str, str], config: LogConfig,
+                               topic_id: str | None = None) -> _Topic:
+        topic = _Topic(name, topic_id or new_topic_id(), overrides, [])
         # Declare first: a crash between the two steps leaves a topic whose directories the next
         # start creates, never directories the metadata does not know.
         declared = _Topic(name, topic.topic_id, overrides, [], planned=count)
@@ -385,10 +400,11 @@ class _BrokerState:
             raise
         return topic
 
-    async def _create_topic(self, name: str, count: int, overrides: dict[str, str], config: LogConfig) -> None:
+    async def _create_topic(self, name: str, count: int, overrides: dict[str, str], config: LogConfig, *,
+                            topic_id: str | None = None) -> None:
         assert self._loop is not None
         topic = await self._loop.run_in_executor(
-            self._executor, self._create_topic_blocking, name, count, overrides, config
+            self._executor, self._create_topic_blocking, name, count, overrides, config, topic_id
         )
         self._topics[name] = topic
         _log.info("created topic %s with %d partitions", name, count)

@@ -125,3 +125,23 @@ CREATE_PARTITIONS_RESPONSE = _struct(
         _f("error_message", STRING, nullable="0+", default=None),
     ]),
 )
+
+# ElectLeaders (43): v1 adds the election type (0 preferred, 1 unclean) and a top-level error
+# code; a null topic list means every partition; v2 is flexible.
+ELECT_LEADERS_REQUEST = _struct(
+    _f("election_type", INT8, "1+", default=0),
+    _f("topic_partitions", [_f("topic", STRING), _f("partitions", Array(INT32))], nullable="0+", default=None),
+    _f("timeout_ms", INT32, default=60000),
+)
+ELECT_LEADERS_RESPONSE = _struct(
+    _f("throttle_time_ms", INT32),
+    _f("error_code", INT16, "1+", default=0),
+    _f("replica_election_results", [
+        _f("topic", STRING),
+        _f("partition_result", [
+            _f("partition_id", INT32),
+            _f("error_code", INT16),
+            _f("error_message", STRING, nullable="0+", default=None),
+        ]),
+    ]),
+)

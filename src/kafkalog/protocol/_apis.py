@@ -33,6 +33,7 @@ CreatePartitions   0-3      v2+ are flexible
 (37)
 IncrementalAlter-  0-1      v1 is flexible
 Configs (44)
+ElectLeaders (43)  0-2      v2 is flexible; preferred elections in a cluster (``kafkalog[cluster]``)
 =================  =======  ============================================================
 """
 
@@ -52,6 +53,8 @@ from ._admin_apis import (
     DELETE_TOPICS_RESPONSE,
     DESCRIBE_CONFIGS_REQUEST,
     DESCRIBE_CONFIGS_RESPONSE,
+    ELECT_LEADERS_REQUEST,
+    ELECT_LEADERS_RESPONSE,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
 )
 from ._group_apis import (
@@ -121,6 +124,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
@@ -180,6 +184,9 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
     MEMBER_ID_REQUIRED = 79
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
@@ -443,6 +450,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, 2, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
         ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, 2, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
         ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1, INCREMENTAL_ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+        ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, 2, ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
         # the group coordinator (_group_apis.py)
         ApiSpec(ApiKey.OFFSET_COMMIT, 0, 8, 8, OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE),
         ApiSpec(ApiKey.OFFSET_FETCH, 1, 8, 6, OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE),

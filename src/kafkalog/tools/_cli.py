@@ -53,7 +53,7 @@ from ._tool import _Tool
 #: The subcommands ``python -m kafkalog`` hands over to this package.
 SUBCOMMANDS = ("dump", "verify", "salvage", "rebuild-index", "retention", "convert", "stat", "compact", "demo", "groups", "consume")
 #: Every command the ``kafkalog`` program takes (``broker`` is :mod:`kafkalog.broker`'s).
-_COMMANDS = (*SUBCOMMANDS, "broker")
+_COMMANDS = (*SUBCOMMANDS, "broker", "cluster")
 #: Exit statuses of the Unix convention: 128 + the signal's number.
 EXIT_INTERRUPTED = 130  # SIGINT
 EXIT_BROKEN_PIPE = 141  # SIGPIPE
@@ -340,6 +340,11 @@ def _add_tool_commands(sub) -> None:
         help="serve a log directory to Kafka clients over the Kafka protocol (kafkalog broker --help)",
         add_help=False,
     )
+    sub.add_parser(
+        "cluster",
+        help="start a local cluster: ZooKeeper and N brokers (kafkalog cluster up DIR --brokers 3)",
+        add_help=False,
+    )
 
 
 def _add_verify(sub) -> argparse.ArgumentParser:
@@ -618,8 +623,9 @@ def _quiet_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Run a subcommand (``dump``, ``consume``, ``verify``, ``salvage``, ``rebuild-index``, ``retention``,
-    ``convert``, ``stat``, ``compact``, ``demo``, ``groups``, ``broker``), or summarise segment
+    """Run a subcommand (``dump``, ``consume``, ``verify``, ``salvage``, ``rebuild-index``,
+    ``retention``, ``convert``, ``stat``, ``compact``, ``demo``, ``groups``, ``broker``,
+    ``cluster``), or summarise segment
     files (``kafkalog FILE.log ...``: every argument an existing file); return the exit status.
 
     Usage errors and an unknown command exit 2; Ctrl-C ends a command with one line
@@ -640,6 +646,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: IO[str] | None = None, st
         from ..broker import main as broker_main
 
         return broker_main(argv[1:])
+    if argv and argv[0] == "cluster":
+        from ._cluster_up import main as cluster_main
+
+        return cluster_main(argv[1:])
     if argv and argv[0] == "consume":
         argv = ["consume", *getopt_values(argv[1:])]
     parser = _build_parser()
