@@ -26,6 +26,7 @@ import datetime
 import decimal
 import json
 import uuid
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ..errors import SchemaDecodeError, SchemaError
@@ -59,7 +60,7 @@ def to_json(obj: Any) -> str:
                       allow_nan=True)
 
 
-class Decoder:
+class Decoder(ABC):
     """Decodes keys or values of one format (make one with :func:`make_decoder`).
 
     Attributes:
@@ -82,8 +83,9 @@ class Decoder:
             return None
         return self._decode(data)
 
+    @abstractmethod
     def _decode(self, data: bytes | memoryview) -> Any:
-        raise NotImplementedError
+        """``data`` (not None) decoded."""
 
     def decode_to_json(self, data: bytes | memoryview | None) -> str:
         """``data`` decoded, as compact JSON text (``null`` for None)."""

@@ -9,6 +9,7 @@ read offline (:mod:`.topic_store`) and a registry's REST API (:mod:`.registry_cl
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 from ..errors import SchemaError, UnknownSchemaError
@@ -20,30 +21,30 @@ SCHEMAS_TOPIC = "_schemas"
 MAX_REFERENCE_DEPTH = 64
 
 
-class SchemaStore:
+class SchemaStore(ABC):
     """The schemas a decoder reads with (abstract: :meth:`schema`, :meth:`subject_version`,
     :meth:`subjects`, :meth:`versions`)."""
 
     #: Where the schemas come from (a directory or a URL), for messages.
     location: str = ""
 
+    @abstractmethod
     def schema(self, schema_id: int) -> Schema:
         """The schema registered under ``schema_id`` (also a soft-deleted one, as the registry
         serves ids); raises :class:`~kafkalog.errors.UnknownSchemaError`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def subject_version(self, subject: str, version: int | None = None) -> Schema:
         """``subject``'s schema at ``version`` (None: the latest version not deleted);
         raises :class:`~kafkalog.errors.UnknownSchemaError`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def subjects(self) -> list[str]:
         """The subjects with at least one version not deleted, sorted."""
-        raise NotImplementedError
 
+    @abstractmethod
     def versions(self, subject: str) -> list[int]:
         """``subject``'s versions not deleted, ascending (empty when there are none)."""
-        raise NotImplementedError
 
     def references(self, schema: Schema) -> list[tuple[SchemaReference, Schema]]:
         """Every schema ``schema`` references, directly or not, each once, those referenced

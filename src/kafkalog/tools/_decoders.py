@@ -6,6 +6,7 @@ import base64
 import json
 import math
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -177,7 +178,7 @@ class _DecoderParser:
         return _Parsed(key, value)
 
 
-class _CoordinatorParser:
+class _CoordinatorParser(ABC):
     """``CoordinatorRecordMessageParser``: a coordinator's records as Kafka's JSON
     (``{"type":..,"data":..}`` keys, ``{"version":..,"data":..}`` values, ``<DELETE>`` for
     tombstones), the schemas found by record type (the key's version)."""
@@ -186,8 +187,9 @@ class _CoordinatorParser:
     decoder = ""
 
     @staticmethod
+    @abstractmethod
     def schemas(record_type: int) -> tuple[Message, Message] | None:
-        raise NotImplementedError
+        """The (key, value) schemas of ``record_type``; None for a type the topic does not know."""
 
     def parse(self, record: Record) -> _Parsed:
         if record.key is None:
