@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalog.broker._coordinator import commit_error, store_group_error
+from kafkalog.broker._offsets_topic import commit_error, store_group_error
 from kafkalog.protocol import ErrorCode as E
 
 

@@ -25,8 +25,8 @@ a commit or a SyncGroup is answered; the cache here is updated once the append s
 In a cluster the broker loads the groups of a ``__consumer_offsets`` partition when it becomes
 its leader (:meth:`GroupCoordinator.load`) and drops them when it stops being one
 (:meth:`GroupCoordinator.unload`, Kafka's ``onElection``/``onResignation``); an append that
-fails is answered with Kafka's mapping of the append status (:func:`commit_error`,
-:func:`store_group_error`).
+fails is answered with Kafka's mapping of the append status (``_offsets_topic.commit_error``,
+``store_group_error``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from ._group_metadata import (
     _Member,
 )
 from ._group_config import GroupConfig
-from ._offsets_topic import OffsetsTopic, Record, StoreError
+from ._offsets_topic import OffsetsTopic, Record, StoreError, commit_error, store_group_error
 
 _log = logging.getLogger(__package__)
 
@@ -74,32 +74,6 @@ def _now_ms() -> int:
 
 def _error(code: ErrorCode, **extra: Any) -> dict[str, Any]:
     return {"error_code": code, **extra}
-
-
-def commit_error(code: ErrorCode) -> ErrorCode:
-    """An offset commit's answer for its append's status (Kafka's
-    ``GroupMetadataManager.maybeConvertOffsetCommitError``)."""
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return code  # REQUEST_TIMED_OUT among them: Kafka passes it through
-
-
-def store_group_error(code: ErrorCode) -> ErrorCode:
-    """A SyncGroup's answer when storing the group's metadata failed (Kafka's ``storeGroup``
-    callback)."""
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if code is ErrorCode.REQUEST_TIMED_OUT:
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class GroupCoordinator:

@@ -61,6 +61,32 @@ class StoreError(KafkalogError):
         self.code = code
 
 
+def commit_error(code: ErrorCode) -> ErrorCode:
+    """An offset commit's answer for its append's status (Kafka's
+    ``GroupMetadataManager.maybeConvertOffsetCommitError``)."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code  # REQUEST_TIMED_OUT among them: Kafka passes it through
+
+
+def store_group_error(code: ErrorCode) -> ErrorCode:
+    """A SyncGroup's answer when storing the group's metadata failed (Kafka's ``storeGroup``
+    callback)."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code is ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class Leadership(Protocol):
     """How a replicated broker appends to ``__consumer_offsets`` as its leader."""
 
