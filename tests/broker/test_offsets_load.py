@@ -58,7 +58,7 @@ def _broker_load(partition_dir: Path) -> ConsumerOffsets:
     """The broker's load of one ``__consumer_offsets`` partition (its cleaner off)."""
     topic = OffsetsTopic(GroupConfig(cleaner_enable=False))
     with Log.open(partition_dir, LogConfig(cleanup_policy="compact")) as log:
-        topic.attach([log])
+        topic.attach({0: log}, 1)
         return topic.load()
 
 

@@ -21,6 +21,12 @@ a Stable group with unchanged protocols, gets the current generation back withou
 
 Offsets and group metadata are written to ``__consumer_offsets`` (``_offsets_topic.py``) before
 a commit or a SyncGroup is answered; the cache here is updated once the append succeeded.
+
+In a cluster the broker loads the groups of a ``__consumer_offsets`` partition when it becomes
+its leader (:meth:`GroupCoordinator.load`) and drops them when it stops being one
+(:meth:`GroupCoordinator.unload`, Kafka's ``onElection``/``onResignation``); an append that
+fails is answered with Kafka's mapping of the append status (``_offsets_topic.commit_error``,
+``store_group_error``).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from ._group_metadata import (
     _Member,
 )
 from ._group_config import GroupConfig
-from ._offsets_topic import OffsetsTopic, Record
+from ._offsets_topic import OffsetsTopic, Record, StoreError, commit_error, store_group_error
 
 _log = logging.getLogger(__package__)
 
@@ -130,18 +136,35 @@ class GroupCoordinator:
         COORDINATOR_NOT_AVAILABLE (the broker is stopping)."""
         self._closed = True
         for group in self.groups.values():
-            if group.join_timer is not None:
-                group.join_timer.cancel()
-            for handle in group.pending.values():
-                handle.cancel()
-            for m in group.members.values():
-                if m.heartbeat is not None:
-                    m.heartbeat.cancel()
-                for waiter in (m.join_waiter, m.sync_waiter):
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self._release(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         for task in self._tasks:
             task.cancel()
+
+    def unload(self, partition: int) -> int:
+        """Drop the groups stored in ``partition`` (Kafka's ``onResignation``: this broker no
+        longer leads it); their waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR.
+        Returns the groups dropped."""
+        gone = [g for g in self.groups.values() if self.store.partition_of(g.group_id) == partition]
+        for group in gone:
+            self._release(group, ErrorCode.NOT_COORDINATOR)
+            del self.groups[group.group_id]
+        if gone:
+            _log.info("unloaded %d groups of __consumer_offsets-%d", len(gone), partition)
+        return len(gone)
+
+    @staticmethod
+    def _release(group: _Group, code: ErrorCode) -> None:
+        """Cancel the group's timers and answer its waiting requests with ``code``."""
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        for handle in group.pending.values():
+            handle.cancel()
+        for m in group.members.values():
+            if m.heartbeat is not None:
+                m.heartbeat.cancel()
+            for waiter in (m.join_waiter, m.sync_waiter):
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(_error(code))
 
     def _group(self, group_id: str, now: int) -> _Group:
         group = self.groups.get(group_id)
@@ -508,10 +531,18 @@ class GroupCoordinator:
             failed = None
         except (KafkalogError, OSError) as e:
             failed = e
-        if group.state != COMPLETING_REBALANCE or group.generation != generation:
-            return  # a rebalance started meanwhile; its members were answered
+        if group.state != COMPLETING_REBALANCE or group.generation != generation \
+                or self.groups.get(group.group_id) is not group:
+            return  # a rebalance started meanwhile, or the group was unloaded; its members were answered
         if failed is not None:
             _log.error("storing the assignment of group %s failed: %s; the group rebalances", group.group_id, failed)
+            # Kafka's resetAndPropagateAssignmentError, then maybePrepareRebalance
+            code = store_group_error(failed.code) if isinstance(failed, StoreError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            for m in group.members.values():
+                m.assignment = b""
+                waiter, m.sync_waiter = m.sync_waiter, None
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(_error(code))
             self._prepare_rebalance(group, "storing its assignment failed")
             return
         group.transition(STABLE, self._clock())
@@ -606,6 +637,10 @@ class GroupCoordinator:
         except RecordTooLargeError as e:
             _log.warning("offset commit of group %s refused: %s", group_id, e)
             return [ErrorCode.INVALID_COMMIT_OFFSET_SIZE if c is ErrorCode.NONE else c for c in codes]
+        except StoreError as e:
+            _log.warning("offset commit of group %s not stored: %s", group_id, e)
+            failed = commit_error(e.code)
+            return [failed if c is ErrorCode.NONE else c for c in codes]
         except (KafkalogError, OSError) as e:
             _log.error("offset commit of group %s failed: %s", group_id, e)
             return [ErrorCode.COORDINATOR_NOT_AVAILABLE if c is ErrorCode.NONE else c for c in codes]

@@ -17,6 +17,7 @@ _MINUTE_MS = 60_000
 class GroupConfig:
     """``offsets.topic.num.partitions`` (50), ``offsets.topic.segment.bytes`` (100 MiB),
     ``offsets.retention.minutes`` (7 days), ``offsets.retention.check.interval.ms`` (10 min),
+    ``offsets.commit.timeout.ms`` (5 s),
     ``offset.metadata.max.bytes`` (4096), ``group.min.session.timeout.ms`` (6 s),
     ``group.max.session.timeout.ms`` (30 min), ``group.initial.rebalance.delay.ms`` (3 s),
     ``group.max.size`` (unbounded), ``log.cleaner.enable`` (true), ``log.cleaner.backoff.ms``
@@ -27,6 +28,8 @@ class GroupConfig:
     offsets_segment_bytes: int = 104_857_600
     offsets_retention_ms: int = 7 * 24 * 60 * _MINUTE_MS
     offsets_retention_check_ms: int = 600_000
+    #: ``offsets.commit.timeout.ms``: how long a coordinator's append waits for the ISR (acks=-1).
+    offsets_commit_timeout_ms: int = 5000
     offset_metadata_max_bytes: int = 4096
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
@@ -69,6 +72,7 @@ GROUP_KEYS: dict[str, tuple[str, int | None, int | None]] = {
     "offsets.topic.segment.bytes": ("offsets_segment_bytes", 1, INT32_MAX),
     "offsets.retention.minutes": ("offsets_retention_ms", 1, INT32_MAX),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_ms", 1, _INT64_MAX),
+    "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", 1, INT32_MAX),
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", 0, INT32_MAX),
     "group.min.session.timeout.ms": ("min_session_timeout_ms", 0, INT32_MAX),
     "group.max.session.timeout.ms": ("max_session_timeout_ms", 0, INT32_MAX),

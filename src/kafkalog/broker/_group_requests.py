@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from ..errors import KafkalogError
-from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
+from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request
 from ._coordinator import INVALID_OFFSET, GroupCoordinator
 from ._limits import RateLimitedLog
-from ._offsets_topic import OffsetsTopic, offsets_topic_overrides
+from ._offsets_topic import OffsetsTopic, StoreError, offsets_topic_overrides
 from ._state import _BrokerState, _Topic
 from ._unsupported import PEER
 
@@ -49,24 +50,120 @@ _GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
 _warn_transactions = RateLimitedLog(_log)
 
 
+class _OffsetsLeadership:
+    """A cluster broker's appends to ``__consumer_offsets`` (Kafka's coordinator appends with
+    ``acks=-1`` through ``ReplicaManager.appendRecords``): as the partition's leader, refused
+    below ``min.insync.replicas``, answered once the high watermark passes them or
+    ``offsets.commit.timeout.ms`` is over."""
+
+    def __init__(self, broker: _GroupHandlers) -> None:
+        self._broker = broker
+
+    def _leader_partition(self, index: int) -> Any:
+        partition = self._broker._partition(CONSUMER_OFFSETS_TOPIC, index)
+        if partition is None:
+            raise StoreError(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return partition
+
+    def append(self, index: int, log: Any, batch: Any) -> tuple[int, int]:
+        partition = self._leader_partition(index)
+        manager = self._broker.replica_manager
+        # Kafka appends under the partition's leaderIsrUpdateLock: a role change waits.
+        with partition.role_lock:
+            state = partition.state
+            if partition.log is not log or not state.is_leader:
+                raise StoreError(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            # Partition.appendRecordsToLeader: acks=-1 below min.insync.replicas is refused before the append.
+            if len(state.isr) < manager.min_insync_replicas(CONSUMER_OFFSETS_TOPIC):
+                raise StoreError(index, ErrorCode.NOT_ENOUGH_REPLICAS)
+            info = log.append(batch, leader_epoch=state.leader_epoch)
+            return info.last_offset + 1, state.leader_epoch
+
+    async def replicated(self, index: int, next_offset: int, epoch: int) -> ErrorCode:
+        partition = self._leader_partition(index)
+        manager = self._broker.replica_manager
+        manager.after_append(partition)
+        partition.notify()  # followers' long polls
+        codes = await manager.await_replication([(partition, next_offset, epoch)],
+                                                self._broker.config.groups.offsets_commit_timeout_ms)
+        return codes[0]
+
+
 class _GroupHandlers(_BrokerState):
     """The group coordinator's request handlers and its lifecycle in the broker."""
 
     _coordinator: GroupCoordinator | None = None
     _offsets_topic: OffsetsTopic | None = None
     _expiry_task: asyncio.Task | None = None
+    #: In a cluster: the ``__consumer_offsets`` partitions being loaded, with the leader epoch
+    #: that started the load (Kafka's ``loadingPartitions``).
+    _offsets_loading: dict[int, int]
+    _offsets_loads: set[asyncio.Task]
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def _start_groups(self) -> None:
-        """Create the coordinator; load ``__consumer_offsets`` if the directory has it."""
-        self._offsets_topic = OffsetsTopic(self.config.groups)
+        """Create the coordinator; on a single node load ``__consumer_offsets`` if the
+        directory has it; in a cluster follow the leadership of its partitions."""
+        replicated = self.replica_manager.replicated
+        self._offsets_topic = OffsetsTopic(self.config.groups, _OffsetsLeadership(self) if replicated else None)
         self._coordinator = GroupCoordinator(self.config.groups, self._offsets_topic, self._in_executor,
                                              self._partition_exists)
-        topic = self._topics.get(CONSUMER_OFFSETS_TOPIC)
-        if topic is not None:
-            await self._attach_offsets_topic(topic)
+        self._offsets_loading = {}
+        self._offsets_loads = set()
+        if replicated:
+            # Kafka's GroupCoordinator.onElection/onResignation, driven by LeaderAndIsr.
+            self.replica_manager.add_role_listener(self._offsets_role_changed)
+        else:
+            topic = self._topics.get(CONSUMER_OFFSETS_TOPIC)
+            if topic is not None:
+                await self._attach_offsets_topic(topic)
         self._expiry_task = asyncio.create_task(self._expiry_loop())
+
+    def _offsets_role_changed(self, topic: str, index: int, is_leader: bool, leader_epoch: int) -> None:
+        """A role change of a hosted partition: load the groups of a ``__consumer_offsets``
+        partition this broker now leads, unload those of one it no longer leads."""
+        if topic != CONSUMER_OFFSETS_TOPIC or self._offsets_topic is None or self._coordinator is None:
+            return
+        if is_leader:
+            if index in self._offsets_topic.logs or self._offsets_loading.get(index) == leader_epoch:
+                return  # still the leader (a new ISR or epoch): the loaded state is current
+            self._offsets_loading[index] = leader_epoch
+            task = asyncio.ensure_future(self._load_offsets_partition(index, leader_epoch))
+            self._offsets_loads.add(task)
+            task.add_done_callback(self._offsets_loads.discard)
+            return
+        self._offsets_loading.pop(index, None)
+        self._offsets_topic.unload_partition(index)
+        self._coordinator.unload(index)
+
+    async def _load_offsets_partition(self, index: int, epoch: int) -> None:
+        """Kafka's ``loadGroupsAndOffsets``: read the partition to its log end, then answer
+        for its groups (COORDINATOR_LOAD_IN_PROGRESS until then)."""
+        assert self._offsets_topic is not None and self._coordinator is not None
+        partition = self._partition(CONSUMER_OFFSETS_TOPIC, index)
+        if partition is None:
+            self._offsets_loading.pop(index, None)
+            return
+        # The group -> partition mapping uses the topic's real partition count, whichever
+        # partitions are hosted here.
+        cluster = getattr(self, "_cluster", None)
+        assignment = cluster.cache.assignments.get(CONSUMER_OFFSETS_TOPIC) if cluster is not None else None
+        if assignment is not None:
+            self._offsets_topic.partitions = len(assignment.partitions)
+        elif not self._offsets_topic.ready:
+            topic = self._topics.get(CONSUMER_OFFSETS_TOPIC)
+            self._offsets_topic.partitions = max(self.config.groups.offsets_partitions,
+                                                 topic.partition_count if topic is not None else 0)
+        started = time.monotonic()
+        loaded = await self._in_executor(OffsetsTopic.load_partition, index, partition.log)
+        if self._offsets_loading.get(index) != epoch or not partition.state.is_leader:
+            return  # resigned (or re-elected) meanwhile: that change decides
+        del self._offsets_loading[index]
+        self._offsets_topic.add_partition(index, partition.log)
+        self._coordinator.load(loaded)
+        _log.info("loaded %s-%d in epoch %d (%d committed offsets) in %.0f ms", CONSUMER_OFFSETS_TOPIC, index, epoch,
+                  len(loaded.offsets), (time.monotonic() - started) * 1000)
 
     def _release_groups(self) -> None:
         """Answer the JoinGroup/SyncGroup requests waiting for a rebalance and stop the timers
@@ -93,7 +190,7 @@ class _GroupHandlers(_BrokerState):
             for partition in topic.partitions:
                 partition.log.config = config
             await self._in_executor(self._write_metadata, dict(self._topics), self._producer_id_block_end)
-        self._offsets_topic.attach([p.log for p in topic.partitions])
+        self._offsets_topic.attach({p.index: p.log for p in topic.partitions}, topic.partition_count)
         loaded = await self._in_executor(self._offsets_topic.load)
         self._coordinator.load(loaded)
 
@@ -101,8 +198,8 @@ class _GroupHandlers(_BrokerState):
         """Create ``__consumer_offsets`` if it does not exist yet; False if it cannot be."""
         if self._offsets_topic is None:
             return False
-        if self._offsets_topic.ready:
-            return True
+        if self._offsets_topic.ready or self.replica_manager.replicated:
+            return True  # in a cluster the controller creates it (FindCoordinator); loads follow leadership
         assert self._admin_lock is not None
         async with self._admin_lock:
             if self._offsets_topic.ready:
@@ -124,6 +221,10 @@ class _GroupHandlers(_BrokerState):
         return True
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
+        cluster = getattr(self, "_cluster", None)
+        if cluster is not None:  # Kafka checks its metadata cache, not the partitions hosted here
+            assignment = cluster.cache.assignments.get(topic)
+            return assignment is not None and partition in assignment.partitions
         return self._partition(topic, partition) is not None
 
     async def _expiry_loop(self) -> None:
@@ -138,23 +239,29 @@ class _GroupHandlers(_BrokerState):
             return None
         return self._coordinator
 
-    def _not_here(self, group_id: str) -> bool:
-        """In a cluster: whether another broker coordinates ``group_id`` (the leader of its
-        ``__consumer_offsets`` partition), so its requests are answered NOT_COORDINATOR."""
-        cluster = getattr(self, "_cluster", None)
-        if cluster is None:
-            return False
-        assignment = cluster.cache.assignments.get(CONSUMER_OFFSETS_TOPIC)
-        if assignment is None:
-            return True
-        leader = cluster.cache.leader_of(CONSUMER_OFFSETS_TOPIC, partition_for(group_id, len(assignment.partitions)))
-        return leader != self.config.node_id
+    def _not_served(self, group_id: str) -> ErrorCode | None:
+        """In a cluster, why this broker does not answer for ``group_id`` (Kafka's
+        ``isCoordinatorForGroup``/``isGroupLoading``): NOT_COORDINATOR unless it leads the
+        group's ``__consumer_offsets`` partition, COORDINATOR_LOAD_IN_PROGRESS while that
+        partition loads; None when it answers (always, on a single node)."""
+        store = self._offsets_topic
+        if not self.replica_manager.replicated or store is None:
+            return None
+        if not store.ready:
+            return ErrorCode.NOT_COORDINATOR
+        index = store.partition_of(group_id)
+        if index in self._offsets_loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if index not in store.logs:
+            return ErrorCode.NOT_COORDINATOR
+        return None
 
     async def _coordinator_of(self, group_id: str) -> tuple[GroupCoordinator | None, ErrorCode]:
         """The coordinator for ``group_id``, or None and the error to answer (NOT_COORDINATOR
-        when another broker of the cluster coordinates it, else COORDINATOR_NOT_AVAILABLE)."""
-        if self._not_here(group_id):
-            return None, ErrorCode.NOT_COORDINATOR
+        or COORDINATOR_LOAD_IN_PROGRESS in a cluster, else COORDINATOR_NOT_AVAILABLE)."""
+        code = self._not_served(group_id)
+        if code is not None:
+            return None, code
         return await self._coordinator_ready(), ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     # -- FindCoordinator --------------------------------------------------------------------------
@@ -277,8 +384,9 @@ class _GroupHandlers(_BrokerState):
         groups = []
         for g in asked:
             wanted = None if g["topics"] is None else [(t["name"], t["partition_indexes"]) for t in g["topics"]]
-            if coordinator is None or self._not_here(g["group_id"]):
-                code = ErrorCode.NOT_COORDINATOR if self._not_here(g["group_id"]) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            code = self._not_served(g["group_id"])
+            if coordinator is None or code is not None:
+                code = code or ErrorCode.COORDINATOR_NOT_AVAILABLE
                 groups.append({"group_id": g["group_id"], "topics": [], "error_code": code})
                 continue
             topics = []
@@ -328,8 +436,9 @@ class _GroupHandlers(_BrokerState):
         coordinator = await self._coordinator_ready()
         groups = []
         for group_id in body["groups"]:
-            if coordinator is None or self._not_here(group_id):
-                code = ErrorCode.NOT_COORDINATOR if self._not_here(group_id) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            code = self._not_served(group_id)
+            if coordinator is None or code is not None:
+                code = code or ErrorCode.COORDINATOR_NOT_AVAILABLE
                 groups.append({"error_code": code, "group_id": group_id,
                                "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
                 continue
@@ -344,9 +453,8 @@ class _GroupHandlers(_BrokerState):
         coordinator = await self._coordinator_ready()
         results = []
         for group_id in body["groups_names"]:
-            if self._not_here(group_id):
-                code = ErrorCode.NOT_COORDINATOR
-            else:
+            code = self._not_served(group_id)
+            if code is None:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else await coordinator.delete_group(group_id)
             results.append({"group_id": group_id, "error_code": code})
         return {"throttle_time_ms": 0, "results": results}
