@@ -167,13 +167,7 @@ class ClusterMember:
             try:
                 self.zk.request_controlled_shutdown(self.broker_id)
                 self.controller.notify("shutdown")
-                deadline = time.monotonic() + wait_s
-                remaining = None
-                while time.monotonic() < deadline:  # bounded: request.timeout.ms
-                    remaining = self.zk.controlled_shutdown_answer(self.broker_id)
-                    if remaining is not None:
-                        break
-                    time.sleep(0.05)
+                remaining = self.zk.await_controlled_shutdown_answer(self.broker_id, wait_s)  # request.timeout.ms
                 if remaining == []:
                     _log.info("controlled shutdown of broker %d: every leadership moved", self.broker_id)
                     return True

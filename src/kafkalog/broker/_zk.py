@@ -539,13 +539,24 @@ class ZkClient:
         except NoNodeError:
             pass
 
-    def controlled_shutdown_answer(self, broker_id: int) -> list[tuple[str, int]] | None:
+    def await_controlled_shutdown_answer(self, broker_id: int, timeout_s: float) -> list[tuple[str, int]] | None:
+        """The controller's answer to this broker's controlled shutdown (the partitions it could
+        not move), waited for on a data watch (bounded); None when none came in ``timeout_s``
+        or the request node is gone."""
         path = f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}"
-        got = self._get(path)
-        if got is None:
-            return None
-        remaining = _parse(path, got[0]).get("remaining")
-        return None if remaining is None else [(str(e["topic"]), int(e["partition"])) for e in remaining]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            changed = threading.Event()
+            try:
+                data, _ = self._zk.get(path, watch=lambda event, changed=changed: changed.set())
+            except NoNodeError:
+                return None
+            remaining = _parse(path, data).get("remaining")
+            if remaining is not None:
+                return [(str(e["topic"]), int(e["partition"])) for e in remaining]
+            left = deadline - time.monotonic()
+            if left <= 0 or not changed.wait(left):
+                return None
 
     def finish_controlled_shutdown(self, broker_id: int) -> None:
         self._delete(f"{CONTROLLED_SHUTDOWN_PATH}/{broker_id}")
