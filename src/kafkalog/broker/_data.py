@@ -165,10 +165,12 @@ class _DataHandlers(_BrokerState):
                 # Kafka appends under the partition's leaderIsrUpdateLock: a role change waits.
                 with partition.role_lock:
                     state = partition.state
-                    if not state.is_leader or state.leader_epoch != epoch:
+                    # still the leadership the request found (a later epoch of it, after an ISR
+                    # change by the controller, appends in that epoch, as Kafka does)
+                    if not state.is_leader or epoch < state.leading_since_epoch:
                         outcomes.append(({"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER}, None))
                         continue
-                    info = partition.log.append(batch, leader_epoch=epoch)
+                    info = partition.log.append(batch, leader_epoch=state.leader_epoch)
             except (KafkalogError, OSError) as e:
                 code = _error_code(e)
                 if code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
@@ -286,6 +288,8 @@ class _DataHandlers(_BrokerState):
                     errors = True
                     continue
                 code = _leader_error(partition, p["current_leader_epoch"], require_leader=only_leader)
+                if code is None and not (partition.state.is_leader or partition.state.is_follower):
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # kept here but no longer a replica
                 diverging = None
                 if code is None:
                     partitions.append(partition)
