@@ -188,8 +188,7 @@ def test_current_leader_epoch_older_is_fenced_newer_is_unknown(shared) -> None:
     with _raw(cluster, 1) as leader, _raw(cluster, 2) as follower:
         assert _create(leader, "epochs", [[1, 2]])["error_code"] == 0
         _state(zk, "epochs", lambda s: s["isr"] == [1, 2])
-        # move the leadership twice (preferred election after a controlled move is not needed:
-        # an ElectLeaders on the preferred leader answers ELECTION_NOT_NEEDED and keeps epoch 0)
+        # the preferred replica leads: nothing to elect, the epoch stays
         assert _elect(leader, PREFERRED, [("epochs", 0)])[("epochs", 0)][0] == E.ELECTION_NOT_NEEDED
         epoch = _state(zk, "epochs")["leader_epoch"]
         wait_until(lambda: _served(leader, "epochs", epoch), 30, "broker 1 leading epochs-0")
@@ -283,8 +282,9 @@ def test_two_of_three_down_offline_partitions_min_isr_and_unclean_election(share
             # ... until an administrator asks for an unclean election (Kafka 2.4+'s ElectLeaders UNCLEAN)
             results = _elect(raw, UNCLEAN, [("lonely", 0), ("durable", 0), ("nowhere", 0)])
             assert results[("lonely", 0)] == (E.NONE, None)
-            assert results[("durable", 0)][0] == E.ELECTION_NOT_NEEDED  # its leader is alive
-            assert results[("nowhere", 0)][0] == E.UNKNOWN_TOPIC_OR_PARTITION
+            # its leader is alive (Errors.ELECTION_NOT_NEEDED's own message)
+            assert results[("durable", 0)] == (E.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            assert results[("nowhere", 0)] == (E.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
             elected = _state(zk, "lonely")
             assert elected["leader"] == 3 and elected["isr"] == [3]
             assert elected["leader_epoch"] == offline["leader_epoch"] + 1
@@ -340,8 +340,10 @@ def test_metadata_names_the_new_controller_and_a_stopped_broker_leaves_the_lists
         cluster.brokers[first].kill()
         second = wait_for_znode(zk, "/controller", lambda c: c["brokerid"] != first, 40)["brokerid"]
         with _raw(cluster, other) as raw:
-            wait_until(lambda: _metadata(raw, [])["controller_id"] == second, 30, "Metadata naming the new controller")
-            assert first not in [b["node_id"] for b in _metadata(raw, [])["brokers"]]
+            # (each from its own watch: /controller and /brokers/ids)
+            wait_until(lambda: (md := _metadata(raw, []))["controller_id"] == second
+                       and first not in [b["node_id"] for b in md["brokers"]], 30,
+                       "Metadata naming the new controller and not the dead one")
         _restart_dead(cluster, zk)
         # a controlled shutdown (SIGTERM): the broker leaves the leaders and the ISRs first
         with _raw(cluster, other) as raw:

@@ -41,6 +41,8 @@ _BATCHED_FIND_COORDINATOR = 4
 _NO_NODE = -1
 #: The controller's message for a partition it does not have (``processReplicaLeaderElection``).
 _NO_PARTITION = "The partition does not exist."
+#: ``Errors.ELECTION_NOT_NEEDED``'s message (``new ApiError(Errors.ELECTION_NOT_NEEDED)``).
+_NOT_NEEDED = "Leader election not needed for topic partition."
 
 
 
@@ -438,7 +440,7 @@ class _ClusterHandlers(_BrokerState):
         for topic, partition in wanted:
             if self._cluster is None:
                 known = self._partition(topic, partition) is not None
-                results[(topic, partition)] = ((ErrorCode.ELECTION_NOT_NEEDED, None)
+                results[(topic, partition)] = ((ErrorCode.ELECTION_NOT_NEEDED, _NOT_NEEDED)
                                                if known else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_PARTITION))
                 continue
             cache = self._cluster.cache
@@ -448,7 +450,7 @@ class _ClusterHandlers(_BrokerState):
             if not replicas or state is None:
                 results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_PARTITION
             elif (state.leader in cache.brokers) if unclean else (state.leader == replicas[0]):
-                results[(topic, partition)] = ErrorCode.ELECTION_NOT_NEEDED, None
+                results[(topic, partition)] = ErrorCode.ELECTION_NOT_NEEDED, _NOT_NEEDED
             else:
                 todo.append((topic, partition))
         if todo:
