@@ -91,8 +91,10 @@ def test_replication_settings_have_kafkas_defaults() -> None:
     assert (config.default_replication_factor, config.replica_lag_time_max_ms, config.replica_fetch_max_bytes,
             config.replica_fetch_response_max_bytes, config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
             config.replica_fetch_backoff_ms, config.replica_high_watermark_checkpoint_interval_ms,
-            config.offsets_topic_replication_factor, config.controlled_shutdown_enable,
-            config.auto_leader_rebalance_enable) == (1, 30_000, 1_048_576, 10_485_760, 500, 1, 1_000, 5_000, 3, True, True)
-    assert not BrokerConfig.from_properties({"auto.leader.rebalance.enable": "FALSE"}).auto_leader_rebalance_enable
+            config.offsets_topic_replication_factor, config.cluster.controlled_shutdown,
+            config.cluster.auto_leader_rebalance) == (1, 30_000, 1_048_576, 10_485_760, 500, 1, 1_000, 5_000, 3, True, True)
+    # the cluster's settings are parsed once, into BrokerConfig.cluster (ClusterConfig)
+    assert not BrokerConfig.from_properties({"auto.leader.rebalance.enable": "FALSE"}).cluster.auto_leader_rebalance
+    assert not BrokerConfig.from_properties({"controlled.shutdown.enable": "false"}).cluster.controlled_shutdown
     # Topic settings with a broker-wide default under the same name.
     assert dict(BrokerConfig.from_properties({"min.insync.replicas": "2"}).topic_defaults)["min.insync.replicas"] == "2"

@@ -144,6 +144,51 @@ def test_acks_all_waits_for_the_follower_and_times_out_without_it(tmp_path: Path
         cluster.stop_all()
 
 
+def test_a_waiting_produce_survives_a_new_epoch_of_the_same_leadership(tmp_path: Path) -> None:
+    """ZooKeeper mode's controller bumps the leader epoch when it drops a dead follower from the
+    ISR; Kafka's DelayedProduce asks only whether the broker still leads, so an acks=all produce
+    waiting for that follower is answered NONE once the smaller ISR has it. A leadership lost
+    meanwhile answers it NOT_LEADER_OR_FOLLOWER."""
+    import threading
+
+    cluster = Cluster(tmp_path, 2, {**FAST, "replica.lag.time.max.ms": "600000"})
+    try:
+        cluster.start(0)
+        cluster.start(1)
+        cluster.create_topic(TOPIC, [0, 1])
+        leader = cluster.running[0]
+        assert produce_raw(leader, [b"a"])["error_code"] == 0
+        cluster.stop(1)  # still in the ISR (lag allowed: 10 minutes)
+        answers: list[dict] = []
+        waiting = threading.Thread(target=lambda: answers.append(
+            produce_raw(leader, [b"b"], timeout_ms=int(scaled(30_000)))))
+        waiting.start()
+        wait_until(lambda: leader.log(TOPIC, 0).log_end_offset == 2, 10, "the record appended on the leader")
+        before = cluster.record(TOPIC).leader_epoch
+        cluster.elect(TOPIC, 0, 0, isr=[0])  # the same leader, the next epoch, the dead follower out
+        waiting.join(scaled(30))
+        assert answers and answers[0]["error_code"] == 0 and answers[0]["base_offset"] == 1
+        assert leader.log(TOPIC, 0).high_watermark == 2
+        # an append in the new epoch carries it
+        assert produce_raw(leader, [b"c"])["error_code"] == 0
+        assert leader.log(TOPIC, 0).leader_epoch_cache.latest_epoch == before + 1
+        # the leadership lost while a produce waits: NOT_LEADER_OR_FOLLOWER
+        cluster.start(1)
+        wait_until(lambda: 1 in cluster.record(TOPIC).isr, 30, "broker 1 back in the ISR")
+        cluster.stop(1)
+        answers.clear()
+        waiting = threading.Thread(target=lambda: answers.append(
+            produce_raw(leader, [b"d"], timeout_ms=int(scaled(30_000)))))
+        waiting.start()
+        wait_until(lambda: leader.log(TOPIC, 0).log_end_offset == 4, 10, "the record appended on the leader")
+        cluster.elect(TOPIC, 0, -1, isr=[0])  # offline (as if broker 0 lost its session)
+        cluster.elect(TOPIC, 0, 0, isr=[0])  # and elected again
+        waiting.join(scaled(30))
+        assert answers and answers[0]["error_code"] == p.ErrorCode.NOT_LEADER_OR_FOLLOWER
+    finally:
+        cluster.stop_all()
+
+
 def test_min_insync_replicas_isr_shrink_and_expand(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, 2, {**FAST, "replica.lag.time.max.ms": SHORT_LAG, "min.insync.replicas": "2"})
     try:
@@ -238,9 +283,14 @@ def test_fencing_and_offsets_for_leader_epoch(cluster: Cluster) -> None:
     assert fetch(leader, 0)["error_code"] == p.ErrorCode.FENCED_LEADER_EPOCH
     assert fetch(leader, 2)["error_code"] == p.ErrorCode.UNKNOWN_LEADER_EPOCH
     assert fetch(leader, 1)["error_code"] == 0
-    stale = fetch(follower, 1)
+    # a replica's fetch from a follower is refused, naming the leader (KIP-320's current_leader) ...
+    stale = fetch(follower, 1, replica_id=2)
     assert stale["error_code"] == p.ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert stale["current_leader"] == {"leader_id": 0, "leader_epoch": 1}
+    # ... a consumer's Fetch v11+ is served by the follower (KIP-392's fetchOnlyLeader = false),
+    # up to the follower's high watermark
+    served = fetch(follower, 1)
+    assert served["error_code"] == 0 and served["high_watermark"] == follower.log(TOPIC, 0).high_watermark
     # KIP-320: a fetch at offset 5 claiming epoch 0 diverges where epoch 0 ends (offset 1).
     diverging = fetch(leader, 1, replica_id=1, last_fetched_epoch=0, offset=2)
     assert diverging["diverging_epoch"] == {"epoch": 0, "end_offset": 1}
@@ -452,7 +502,7 @@ def test_a_replica_moved_away_stops_and_stop_partition_deletes(cluster: Cluster)
     cluster.push(TOPIC, 0)
     wait_until(lambda: not [t for t in threading.enumerate() if t.name == "kafkalog-replica-fetcher-1-0"], 10,
                "broker 1's fetcher stopping")
-    with RawClient(gone) as raw:
+    with RawClient(gone) as raw:  # no longer a replica: not even a consumer's v12 fetch is served
         _, fetched = raw.call(p.ApiKey.FETCH, 12, fetch_body([(TOPIC, 0, 0)]))
     assert fetched["responses"][0]["partitions"][0]["error_code"] == p.ErrorCode.NOT_LEADER_OR_FOLLOWER
     # StopReplica with delete: the last hosted partition of the topic goes, and the topic here.

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..errors import InvalidConfigError, KafkalogError
 from ..protocol import ApiKey, ErrorCode, Request, supported_api_versions
-from ._partition_state import PartitionState
 from ._state import MAX_PARTITIONS_PER_TOPIC, PRODUCER_ID_BLOCK_SIZE, _BrokerState
 
 _log = logging.getLogger(__package__)
@@ -121,7 +121,8 @@ class _AdminHandlers(_BrokerState):
             partitions = []
             if topic is not None and error is ErrorCode.NONE:
                 for p in topic.partitions:
-                    partitions.append(_partition_metadata(p.index, p.state, live))
+                    partitions.append(_partition_metadata(p.index, p.state.leader, p.state.leader_epoch, p.state.replicas,
+                                                          p.state.isr, live, version))
             topics.append({
                 "error_code": error,
                 "name": name,
@@ -215,14 +216,25 @@ class _AdminHandlers(_BrokerState):
         return ErrorCode.NONE, None
 
 
-def _partition_metadata(index: int, state: PartitionState, live: dict[int, tuple[str, int]]) -> dict[str, Any]:
-    """A partition's Metadata entry as Kafka's ZooKeeper-mode metadata cache gives it: its
-    leader, leader epoch, replicas, ISR and the replicas whose broker is not live; a leader that
-    is not live (or none) is LEADER_NOT_AVAILABLE with leader -1."""
-    leader = state.leader if state.leader in live else -1
+def _partition_metadata(index: int, leader: int, leader_epoch: int, replicas: Sequence[int], isr: Sequence[int],
+                        live: Mapping[int, Any], version: int) -> dict[str, Any]:
+    """A partition's Metadata entry as ``ZkMetadataCache.getPartitionMetadata`` gives it: a
+    leader that is not live (or none) is LEADER_NOT_AVAILABLE with leader -1; the replicas and
+    ISR are as recorded, except that v0 (``errorUnavailableEndpoints``) drops the dead ones and
+    then answers REPLICA_NOT_AVAILABLE for a partition whose leader is alive."""
+    leader = leader if leader in live else -1
+    shown_replicas, shown_isr = list(replicas), list(isr)
+    if version == 0:
+        shown_replicas = [r for r in replicas if r in live]
+        shown_isr = [r for r in isr if r in live]
+    if leader < 0:
+        error = ErrorCode.LEADER_NOT_AVAILABLE
+    elif len(shown_replicas) < len(replicas) or len(shown_isr) < len(isr):
+        error = ErrorCode.REPLICA_NOT_AVAILABLE
+    else:
+        error = ErrorCode.NONE
     return {
-        "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-        "partition_index": index, "leader_id": leader, "leader_epoch": state.leader_epoch,
-        "replica_nodes": list(state.replicas), "isr_nodes": list(state.isr),
-        "offline_replicas": [r for r in state.replicas if r not in live],
+        "error_code": error, "partition_index": index, "leader_id": leader, "leader_epoch": leader_epoch,
+        "replica_nodes": shown_replicas, "isr_nodes": shown_isr,
+        "offline_replicas": [r for r in replicas if r not in live],
     }

@@ -214,7 +214,7 @@ class _TopicAdminHandlers(_BrokerState):
                 partitions.append(out)
                 partition = self._partition(t["name"], p["partition_index"])
                 if partition is None:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    out["error_code"] = self._absent_partition_error(t["name"], p["partition_index"])
                     continue
                 if not partition.state.is_leader:
                     # Kafka's ReplicaManager.deleteRecordsOnLocalLog: only the leader deletes;

@@ -47,6 +47,7 @@ from ._zk import (
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
     PREFERRED_ELECTION_PATH,
+    UNCLEAN_ELECTION_PATH,
     TOPICS_PATH,
     ZK_ERRORS,
     PartitionState,
@@ -148,6 +149,7 @@ class ClusterMember:
             self.zk.watch_children(DELETE_TOPICS_PATH, lambda _: self.controller.notify("delete"))
             self.zk.watch_children(CONTROLLED_SHUTDOWN_PATH, lambda _: self.controller.notify("shutdown"))
             self.zk.watch_data(PREFERRED_ELECTION_PATH, lambda *_: self.controller.notify("preferred"))
+            self.zk.watch_data(UNCLEAN_ELECTION_PATH, lambda *_: self.controller.notify("unclean"))
             self.controller.start()
         except BaseException:
             self.zk.stop()

@@ -10,6 +10,7 @@ Also the broker's side of joining: :meth:`_ClusterHandlers._start_cluster` and t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections import Counter
@@ -20,12 +21,12 @@ from ..errors import InvalidConfigError, KafkalogError
 from ..filenames import INTERNAL_TOPICS, validate_topic_name
 from ..log_config import parse_config_bool
 from ..protocol import CONSUMER_OFFSETS_TOPIC, ErrorCode, Request, partition_for
-from ._admin import _CLUSTER_OPERATIONS, _OPERATIONS_NOT_REQUESTED, _TOPIC_OPERATIONS
+from ._admin import _CLUSTER_OPERATIONS, _OPERATIONS_NOT_REQUESTED, _TOPIC_OPERATIONS, _partition_metadata
 from ._cluster import ClusterMember, MetadataCache, PartitionListener
 from ._offsets_topic import offsets_topic_overrides
 from ._replica_assignment import assign_replicas, start_index_for_added
 from ._state import MAX_PARTITIONS_PER_TOPIC, _BrokerState
-from ._zk import NO_LEADER, PREFERRED_ELECTION_PATH, ZK_ERRORS, TopicAssignment
+from ._zk import NO_LEADER, PREFERRED_ELECTION_PATH, UNCLEAN_ELECTION_PATH, ZK_ERRORS, TopicAssignment
 
 _log = logging.getLogger(__package__)
 
@@ -38,6 +39,10 @@ _ELECTION_BUSY_S = 0.1
 _GROUP_KEY_TYPE = 0
 _BATCHED_FIND_COORDINATOR = 4
 _NO_NODE = -1
+#: The controller's message for a partition it does not have (``processReplicaLeaderElection``).
+_NO_PARTITION = "The partition does not exist."
+#: ``Errors.ELECTION_NOT_NEEDED``'s message (``new ApiError(Errors.ELECTION_NOT_NEEDED)``).
+_NOT_NEEDED = "Leader election not needed for topic partition."
 
 
 
@@ -118,6 +123,16 @@ class _ClusterHandlers(_BrokerState):
         except InvalidConfigError:
             return None
 
+    def _absent_partition_error(self, topic: str, index: int) -> ErrorCode:
+        """Kafka's ``ReplicaManager.getPartitionOrError``: a partition the cluster has but this
+        broker holds no replica of is NOT_LEADER_OR_FOLLOWER (the client refreshes its
+        metadata), one the cluster does not have UNKNOWN_TOPIC_OR_PARTITION."""
+        if self._cluster is not None:
+            assignment = self._cluster.cache.assignments.get(topic)
+            if assignment is not None and index in assignment.partitions:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     async def _leave_cluster_leadership(self) -> None:
         """Controlled shutdown (before the broker stops serving)."""
         if self._cluster is not None:
@@ -158,7 +173,8 @@ class _ClusterHandlers(_BrokerState):
             partitions = []
             assignment = cache.assignments.get(name)
             if assignment is not None and error is ErrorCode.NONE:
-                partitions = [self._partition_metadata(cache, name, p, r) for p, r in sorted(assignment.partitions.items())]
+                partitions = [self._zk_partition_metadata(cache, name, p, r, version)
+                              for p, r in sorted(assignment.partitions.items())]
             topics.append({
                 "error_code": error, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                 "topic_authorized_operations": _TOPIC_OPERATIONS if body["include_topic_authorized_operations"]
@@ -175,18 +191,13 @@ class _ClusterHandlers(_BrokerState):
         }
 
     @staticmethod
-    def _partition_metadata(cache: MetadataCache, topic: str, partition: int, replicas: tuple[int, ...]) -> dict:
+    def _zk_partition_metadata(cache: MetadataCache, topic: str, partition: int, replicas: tuple[int, ...],
+                               version: int) -> dict:
         state = cache.partition_state(topic, partition)
-        live = cache.brokers
-        leader = state.leader if state is not None and state.leader in live else NO_LEADER
-        return {
-            # ZooKeeper-mode MetadataCache: a partition without a live leader is LEADER_NOT_AVAILABLE
-            "error_code": ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
-            "partition_index": partition, "leader_id": leader,
-            "leader_epoch": state.leader_epoch if state is not None else -1,
-            "replica_nodes": list(replicas), "isr_nodes": list(state.isr) if state is not None else [],
-            "offline_replicas": [r for r in replicas if r not in live],
-        }
+        if state is None:  # assigned, its leader not elected yet
+            return _partition_metadata(partition, NO_LEADER, -1, replicas, (), cache.brokers, version)
+        return _partition_metadata(partition, state.leader, state.leader_epoch, replicas, state.isr, cache.brokers,
+                                   version)
 
     # -- CreateTopics -----------------------------------------------------------------------------
 
@@ -408,10 +419,16 @@ class _ClusterHandlers(_BrokerState):
     # -- ElectLeaders -------------------------------------------------------------------------------
 
     async def _elect_leaders(self, request: Request) -> dict[str, Any]:
-        """Preferred-leader election (``KafkaApis.handleElectLeaders``). On a single node the
-        leader is always the preferred replica: ELECTION_NOT_NEEDED."""
+        """ElectLeaders (``KafkaController.processReplicaLeaderElection``). PREFERRED: a
+        partition led by its first replica answers ELECTION_NOT_NEEDED, one whose first replica
+        could not be elected (dead or out of the ISR) PREFERRED_LEADER_NOT_AVAILABLE. UNCLEAN
+        (Kafka 2.4+): a partition with a live leader answers ELECTION_NOT_NEEDED; one without is
+        elected as ``OfflinePartitionLeaderElectionStrategy(allowUnclean = true)`` does (an ISR
+        member if one is live, else any live replica, whatever the topic's
+        ``unclean.leader.election.enable``), or answers ELIGIBLE_LEADERS_NOT_AVAILABLE. On a
+        single node the leader is always the preferred replica: ELECTION_NOT_NEEDED."""
         body = request.body or {}
-        kind = body["election_type"]
+        unclean = body["election_type"] == _UNCLEAN
         if body["topic_partitions"] is None:
             wanted = ([(t, p) for t, a in sorted(self._cluster.cache.assignments.items()) for p in sorted(a.partitions)]
                       if self._cluster is not None else
@@ -423,48 +440,53 @@ class _ClusterHandlers(_BrokerState):
         for topic, partition in wanted:
             if self._cluster is None:
                 known = self._partition(topic, partition) is not None
-                results[(topic, partition)] = ((ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
-                                               if known else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                results[(topic, partition)] = ((ErrorCode.ELECTION_NOT_NEEDED, _NOT_NEEDED)
+                                               if known else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_PARTITION))
                 continue
             cache = self._cluster.cache
             assignment = cache.assignments.get(topic)
             replicas = assignment.partitions.get(partition) if assignment is not None else None
             state = cache.partition_state(topic, partition)
             if not replicas or state is None:
-                results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
-            elif kind == _UNCLEAN:
-                if state.leader in cache.brokers:
-                    results[(topic, partition)] = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
-                else:
-                    results[(topic, partition)] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, (
-                        "kafkalog elects uncleanly only under unclean.leader.election.enable")
-            elif state.leader == replicas[0]:
-                results[(topic, partition)] = ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+                results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _NO_PARTITION
+            elif (state.leader in cache.brokers) if unclean else (state.leader == replicas[0]):
+                results[(topic, partition)] = ErrorCode.ELECTION_NOT_NEEDED, _NOT_NEEDED
             else:
                 todo.append((topic, partition))
         if todo:
             assert self._cluster is not None
-            deadline = asyncio.get_running_loop().time() + body["timeout_ms"] / 1000
-            while not await self._in_executor(self._cluster.zk.request_preferred_election, todo):
-                if asyncio.get_running_loop().time() > deadline:  # bounded by timeout_ms
-                    break
-                await asyncio.sleep(_ELECTION_BUSY_S)  # another election is in progress (a znode, no event)
-
-            # the controller deletes the request once it has written the elections (Kafka's
-            # controller answers ElectLeaders when its election is done)
-            await self._in_executor(self._cluster.zk.wait_absent, PREFERRED_ELECTION_PATH,
-                                    max(0.0, deadline - asyncio.get_running_loop().time()))
+            await self._request_election(todo, unclean, body["timeout_ms"] / 1000)
             cache = self._cluster.cache
             for t, p in todo:
                 a = cache.assignments.get(t)
-                if a is not None and cache.leader_of(t, p) == a.partitions[p][0]:
+                leader = cache.leader_of(t, p)
+                elected = a is not None and (leader in cache.brokers if unclean else leader == a.partitions[p][0])
+                if elected:
                     results[(t, p)] = ErrorCode.NONE, None
                 else:
-                    results[(t, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, (
-                        f"Failed to elect leader for partition {t}-{p} under strategy PreferredReplicaPartitionLeaderElectionStrategy")
+                    # Kafka's StateChangeFailedException message, by election type
+                    strategy = ("OfflinePartitionLeaderElectionStrategy(true)" if unclean
+                                else "PreferredReplicaPartitionLeaderElectionStrategy")
+                    results[(t, p)] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE if unclean
+                                       else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE), (
+                        f"Failed to elect leader for partition {t}-{p} under strategy {strategy}")
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (t, p), (code, message) in results.items():
             by_topic.setdefault(t, []).append({"partition_id": p, "error_code": code, "error_message": message})
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
                 "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]}
 
+    async def _request_election(self, partitions: list[tuple[str, int]], unclean: bool, timeout_s: float) -> None:
+        """Ask the controller for an election (its request znode) and wait, bounded by
+        ``timeout_s``, until the controller has written the outcome and deleted the request
+        (Kafka's controller answers ElectLeaders once its election is done)."""
+        assert self._cluster is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not await self._in_executor(functools.partial(self._cluster.zk.request_election, partitions,
+                                                            unclean=unclean)):
+            if loop.time() > deadline:  # bounded by timeout_ms
+                return
+            await asyncio.sleep(_ELECTION_BUSY_S)  # another election is in progress (a znode, no event)
+        await self._in_executor(self._cluster.zk.wait_absent, UNCLEAN_ELECTION_PATH if unclean else PREFERRED_ELECTION_PATH,
+                                max(0.0, deadline - loop.time()))

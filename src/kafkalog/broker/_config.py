@@ -222,12 +222,13 @@ class BrokerConfig:
     ``replica.fetch.max.bytes`` (1 MiB), ``replica.fetch.response.max.bytes`` (10 MiB),
     ``replica.fetch.wait.max.ms`` (500), ``replica.fetch.min.bytes`` (1),
     ``replica.high.watermark.checkpoint.interval.ms`` (5 s), ``offsets.topic.replication.factor``
-    (3), ``controlled.shutdown.enable`` and ``auto.leader.rebalance.enable`` (true); the topic
-    settings ``min.insync.replicas`` (1) and ``unclean.leader.election.enable`` (false) take
+    (3); the topic settings ``min.insync.replicas`` (1) and ``unclean.leader.election.enable`` (false) take
     broker-wide defaults under the same names.
 
     The group coordinator's settings (``offsets.topic.num.partitions``, ``group.*``, ...) are
-    in :attr:`groups` (:class:`GroupConfig`).
+    in :attr:`groups` (:class:`GroupConfig`); the cluster's (``zookeeper.*``,
+    ``controlled.shutdown.*``, ``auto.leader.rebalance.enable``, ``leader.imbalance.*``, ...) in
+    :attr:`cluster` (:class:`ClusterConfig`), each parsed there only.
     """
 
     node_id: int = 0
@@ -257,8 +258,6 @@ class BrokerConfig:
     replica_high_watermark_checkpoint_interval_ms: int = 5_000
     #: Carried for the coordination layer (the controller creates ``__consumer_offsets``).
     offsets_topic_replication_factor: int = 3
-    controlled_shutdown_enable: bool = True
-    auto_leader_rebalance_enable: bool = True
     #: The broker settings given (known names, as given), for DescribeConfigs.
     static: tuple[tuple[str, str], ...] = ()
 
@@ -281,10 +280,8 @@ class BrokerConfig:
                 fields["auto_create_topics"] = parse_config_bool(key, value)
             elif key == "delete.topic.enable":
                 fields["delete_topic_enable"] = parse_config_bool(key, value)
-            elif key in _BROKER_BOOLS:
-                fields[_BROKER_BOOLS[key]] = parse_config_bool(key, value)
             elif key in CLUSTER_KEYS and key != "unclean.leader.election.enable":
-                pass  # ClusterConfig's (zookeeper.*, controlled.shutdown.*, leader.imbalance.*)
+                pass  # ClusterConfig's (zookeeper.*, controlled.shutdown.*, auto.leader.rebalance.enable, ...)
             elif key == "advertised.host.name":
                 fields["advertised_host"] = value
             elif key == "cluster.id":
@@ -330,11 +327,6 @@ _BROKER_INTS: dict[str, tuple[str, int, int]] = {
     "replica.fetch.min.bytes": ("replica_fetch_min_bytes", 1, INT32_MAX),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", 1, _INT64_MAX),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", 1, 32767),
-}
-#: The broker's boolean settings: Kafka's name -> field.
-_BROKER_BOOLS: dict[str, str] = {
-    "controlled.shutdown.enable": "controlled_shutdown_enable",
-    "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
 }
 #: The broker's own settings with their defaults (DescribeConfigs of the broker resource).
 _BROKER_DEFAULTS: dict[str, object] = {

@@ -25,6 +25,10 @@ reads the newest state, so a burst of watches costs one pass.
   bumps it on every controller change), except the ISR's last member;
 - a preferred-leader election (``/admin/preferred_replica_election``, ElectLeaders, or the
   automatic rebalance) makes the first replica leader when it is live and in the ISR;
+- an unclean election asked by ElectLeaders UNCLEAN (``/kafkalog/unclean_leader_election``)
+  elects a partition without a live leader as if ``unclean.leader.election.enable`` were true
+  for it, whatever the topic's setting (Kafka's ``OfflinePartitionLeaderElectionStrategy(
+  allowUnclean = true)`` for an admin-triggered election);
 - a controlled shutdown (``/kafkalog/controlled_shutdown/<id>``) moves every leadership of that
   broker away, and the controller answers in the znode with what it could not move;
 - a topic in ``/admin/delete_topics`` loses its znodes (brokers then drop their replicas).
@@ -188,8 +192,10 @@ class Controller:
                 _log.info("controller %d: deleted topic %s", self._id, topic)
             else:
                 raise KafkalogError("fenced: the controller epoch moved (another controller)")
-        preferred = zk.preferred_election_request()
+        preferred = zk.election_request()
         wanted = set(preferred or ())
+        forced = zk.election_request(unclean=True)
+        forced_unclean = set(forced or ())
         leads_remaining: dict[int, list[tuple[str, int]]] = {b: [] for b in shutting}
         imbalance: dict[int, list[tuple[str, int, PartitionState, tuple[int, ...]]]] = {}
         for topic in zk.topics():
@@ -204,7 +210,7 @@ class Controller:
                 if state is None:
                     self._initialize(topic, partition, replicas, live)
                     continue
-                new = self._next_state(state, replicas, live, usable, unclean,
+                new = self._next_state(state, replicas, live, usable, unclean or (topic, partition) in forced_unclean,
                                        preferred=(topic, partition) in wanted)
                 if new is not None:
                     if zk.update_partition_state(topic, partition, new, self._epoch_version) is None:
@@ -223,7 +229,9 @@ class Controller:
         for broker, remaining in leads_remaining.items():
             zk.answer_controlled_shutdown(broker, remaining)
         if preferred is not None:
-            zk.finish_preferred_election()
+            zk.finish_election()
+        if forced is not None:
+            zk.finish_election(unclean=True)
         if rebalance:
             self._rebalance(imbalance, usable)
 
@@ -294,4 +302,4 @@ class Controller:
         if chosen:
             _log.info("controller %d: leader imbalance; electing the preferred leaders of %d partitions",
                       self._id, len(chosen))
-            self._zk.request_preferred_election(chosen)
+            self._zk.request_election(chosen)

@@ -53,6 +53,8 @@ _ALL_ACKS = -1
 #: which may ask a follower.
 _CONSUMER = -1
 _DEBUGGING_REPLICA = -2
+#: The first Fetch version whose consumer requests carry client metadata (KIP-392: a follower may serve them).
+_FETCH_FROM_FOLLOWER_VERSION = 11
 #: Fetch and ListOffsets isolation_level read_committed.
 _READ_COMMITTED = 1
 #: Produce requests may carry zstd batches from this version (KIP-110).
@@ -102,7 +104,7 @@ class _DataHandlers(_BrokerState):
                 elif acks not in _ACKS:
                     result["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
                 elif partition is None:
-                    result["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    result["error_code"] = self._absent_partition_error(t["name"], p["index"])
                 elif not partition.state.is_leader:
                     result["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 elif acks == _ALL_ACKS and len(partition.state.isr) < (
@@ -163,10 +165,12 @@ class _DataHandlers(_BrokerState):
                 # Kafka appends under the partition's leaderIsrUpdateLock: a role change waits.
                 with partition.role_lock:
                     state = partition.state
-                    if not state.is_leader or state.leader_epoch != epoch:
+                    # still the leadership the request found (a later epoch of it, after an ISR
+                    # change by the controller, appends in that epoch, as Kafka does)
+                    if not state.is_leader or epoch < state.leading_since_epoch:
                         outcomes.append(({"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER}, None))
                         continue
-                    info = partition.log.append(batch, leader_epoch=epoch)
+                    info = partition.log.append(batch, leader_epoch=state.leader_epoch)
             except (KafkalogError, OSError) as e:
                 code = _error_code(e)
                 if code in (ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.KAFKA_STORAGE_ERROR):
@@ -200,7 +204,7 @@ class _DataHandlers(_BrokerState):
                 if seen[(t["name"], p["partition_index"])] > 1:
                     out["error_code"] = ErrorCode.INVALID_REQUEST
                 elif partition is None:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    out["error_code"] = self._absent_partition_error(t["name"], p["partition_index"])
                 elif (code := _leader_error(partition, p["current_leader_epoch"])) is not None:
                     out["error_code"] = code
                 else:
@@ -240,7 +244,7 @@ class _DataHandlers(_BrokerState):
         deadline = time.monotonic() + max(0, body["max_wait_ms"]) / _MS_PER_SECOND
         assert self._loop is not None
         while True:
-            responses, size, errors, partitions = self._read_fetch(body, max_bytes)
+            responses, size, errors, partitions = self._read_fetch(body, max_bytes, request.api_version)
             remaining = deadline - time.monotonic()
             if size >= body["min_bytes"] or errors or not partitions or remaining <= 0 or self._stopping:
                 break
@@ -255,7 +259,7 @@ class _DataHandlers(_BrokerState):
                     partition.waiters.discard(waiter)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
-    def _read_fetch(self, body: dict[str, Any], max_bytes: int) -> tuple[list[dict[str, Any]], int, bool, list[_Partition]]:
+    def _read_fetch(self, body: dict[str, Any], max_bytes: int, version: int) -> tuple[list[dict[str, Any]], int, bool, list[_Partition]]:
         """Read every requested partition (Kafka's ``readFromLocalLog``): each gets at most its
         ``partition_max_bytes`` of what is left of ``max_bytes``, and until one partition has
         returned data the first batch is returned whole even when it is larger."""
@@ -263,6 +267,9 @@ class _DataHandlers(_BrokerState):
         min_one = True
         replica_id = body["replica_id"]
         follower = replica_id >= 0
+        # Kafka's FetchParams.fetchOnlyLeader: a follower reads the leader only; a consumer too,
+        # unless its request carries client metadata (v11+, KIP-392), when any replica serves it
+        only_leader = follower or (replica_id == _CONSUMER and version < _FETCH_FROM_FOLLOWER_VERSION)
         read_committed = body["isolation_level"] == _READ_COMMITTED
         total = 0
         errors = False
@@ -277,10 +284,12 @@ class _DataHandlers(_BrokerState):
                 out_partitions.append(out)
                 partition = self._partition(t["topic"], p["partition"])
                 if partition is None:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    out["error_code"] = self._absent_partition_error(t["topic"], p["partition"])
                     errors = True
                     continue
-                code = _leader_error(partition, p["current_leader_epoch"])
+                code = _leader_error(partition, p["current_leader_epoch"], require_leader=only_leader)
+                if code is None and not (partition.state.is_leader or partition.state.is_follower):
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # kept here but no longer a replica
                 diverging = None
                 if code is None:
                     partitions.append(partition)
@@ -346,7 +355,7 @@ class _DataHandlers(_BrokerState):
                 partitions.append(out)
                 partition = self._partition(t["topic"], p["partition"])
                 if partition is None:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    out["error_code"] = self._absent_partition_error(t["topic"], p["partition"])
                     continue
                 code = _leader_error(partition, p["current_leader_epoch"], require_leader=require_leader)
                 if code is not None:

@@ -66,6 +66,11 @@ class PartitionState:
     #: The log end offset when this broker became leader in ``leader_epoch`` (Kafka's
     #: ``leaderEpochStartOffsetOpt``): a follower joins the ISR only once it has reached it.
     leader_epoch_start_offset: int = _UNKNOWN
+    #: The leader epoch in which this broker's current, unbroken leadership began (unknown: led
+    #: since it opened the partition, as a single node does). A later epoch of the same
+    #: leadership (ZooKeeper mode's controller bumps it on every ISR change it makes) does not
+    #: move it; losing the leadership and regaining it does.
+    leading_since_epoch: int = _UNKNOWN
 
     @property
     def is_leader(self) -> bool:

@@ -275,10 +275,13 @@ class ReplicaManager:
             return
         # Leader appends wait for the role change (and a change waits for an append under way).
         with partition.role_lock:
+            was_leader = state.is_leader
             state.leader_epoch, state.partition_epoch = leader_epoch, partition_epoch
             state.replicas, state.isr = replicas, isr
             state.leader = leader
             if leader == self.broker_id:
+                if not was_leader:
+                    state.leading_since_epoch = leader_epoch
                 self._make_leader(partition)
             else:
                 self._make_follower(partition)
@@ -440,7 +443,11 @@ class ReplicaManager:
     def _replication_result(self, partition: _Partition, required: int, epoch: int) -> ErrorCode | None:
         """Kafka's ``Partition.checkEnoughReplicasReachOffset``: None while waiting."""
         state = partition.state
-        if not state.is_leader or state.leader_epoch != epoch or partition.log.closed:
+        # Kafka asks only whether this broker still leads: a new leader epoch of the same
+        # leadership (the controller's ISR shrink after a follower died) keeps the produce
+        # waiting; a leadership lost since the append (even if regained) answers it, as Kafka's
+        # makeFollower did at the loss.
+        if not state.is_leader or epoch < state.leading_since_epoch or partition.log.closed:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER  # moved, deleted or shutting down: retriable
         if partition.log.high_watermark < required:
             return None

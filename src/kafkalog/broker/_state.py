@@ -453,6 +453,13 @@ class _BrokerState:
             return None
         return t.partitions[index]
 
+    def _absent_partition_error(self, topic: str, index: int) -> ErrorCode:
+        """The error for a partition this broker has no replica of (Kafka's
+        ``ReplicaManager.getPartitionOrError``): NOT_LEADER_OR_FOLLOWER when the cluster has
+        it (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION. A single node knows only
+        its own partitions; the cluster handlers override this."""
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     async def _in_executor(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self._loop is not None
         return await self._loop.run_in_executor(self._executor, functools.partial(fn, *args))

@@ -22,6 +22,8 @@ Layout (paths below the chroot of ``zookeeper.connect``), byte for byte as Kafka
     /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /latest_producer_id_block                     {"version":1,"broker":N,"block_start":"0","block_end":"999"}
     /kafkalog/controlled_shutdown/<id> (ephemeral) kafkalog's own: see docs/broker.md
+    /kafkalog/unclean_leader_election             kafkalog's own: ElectLeaders UNCLEAN's request, in
+                                                   /admin/preferred_replica_election's JSON
 
 Every change of shared state is a conditional write: the controller's writes carry a check of
 ``/controller_epoch``'s version in the same multi-op (Kafka's ``checkedEpoch`` fencing of a
@@ -72,6 +74,8 @@ PREFERRED_ELECTION_PATH = "/admin/preferred_replica_election"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 #: kafkalog's own: a broker's request to move leadership away before it stops.
 CONTROLLED_SHUTDOWN_PATH = "/kafkalog/controlled_shutdown"
+#: kafkalog's own: an ElectLeaders UNCLEAN request (Kafka's admin client asks the controller by RPC).
+UNCLEAN_ELECTION_PATH = "/kafkalog/unclean_leader_election"
 #: The persistent paths Kafka creates at start (``KafkaZkClient.createTopLevelPaths``).
 _PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/config/topics", "/config/changes",
                      "/admin/delete_topics", "/isr_change_notification", "/cluster",
@@ -92,6 +96,10 @@ def topic_path(topic: str) -> str:
 
 def state_path(topic: str, partition: int) -> str:
     return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def _election_path(unclean: bool) -> str:
+    return UNCLEAN_ELECTION_PATH if unclean else PREFERRED_ELECTION_PATH
 
 
 def _now_ms() -> str:
@@ -488,24 +496,27 @@ class ZkClient:
 
     # -- admin requests ---------------------------------------------------------------------------
 
-    def request_preferred_election(self, partitions: Sequence[tuple[str, int]]) -> bool:
-        """Create ``/admin/preferred_replica_election``; False while one is in progress."""
+    def request_election(self, partitions: Sequence[tuple[str, int]], *, unclean: bool = False) -> bool:
+        """Create ``/admin/preferred_replica_election`` (with ``unclean``:
+        ``/kafkalog/unclean_leader_election``); False while one is in progress."""
         body = {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
         try:
-            self._zk.create(PREFERRED_ELECTION_PATH, _json(body), makepath=True)
+            self._zk.create(_election_path(unclean), _json(body), makepath=True)
         except NodeExistsError:
             return False
         return True
 
-    def preferred_election_request(self) -> list[tuple[str, int]] | None:
-        got = self._get(PREFERRED_ELECTION_PATH)
+    def election_request(self, *, unclean: bool = False) -> list[tuple[str, int]] | None:
+        """The partitions of the pending preferred (or unclean) election request, or None."""
+        path = _election_path(unclean)
+        got = self._get(path)
         if got is None:
             return None
-        raw = _parse(PREFERRED_ELECTION_PATH, got[0])
+        raw = _parse(path, got[0])
         return [(str(e["topic"]), int(e["partition"])) for e in raw.get("partitions", [])]
 
-    def finish_preferred_election(self) -> None:
-        self._delete(PREFERRED_ELECTION_PATH)
+    def finish_election(self, *, unclean: bool = False) -> None:
+        self._delete(_election_path(unclean))
 
     def wait_absent(self, path: str, timeout_s: float) -> bool:
         """Wait (bounded) until ``path`` does not exist, on an exists-watch; whether it is gone.
