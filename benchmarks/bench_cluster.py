@@ -256,10 +256,17 @@ _PLUMBING = ("(base_events.py)", "(runners.py)", "(events.py)", "(threading.py)"
              "(_main.py)", "(thread.py)")
 
 
+#: Leaf frames that are a thread blocked in a system call (py-spy counts them as active): the
+#: event loop's epoll wait, and the fetcher's blocking send and receive of a Fetch round trip.
+_WAITS = ("EpollSelector.select ", "_Client._exactly ", "_Client.call ")
+
+
 def summarise_samples(procs: dict[str, subprocess.Popen], out_dir: Path, seconds: float, top: int) -> dict:
     """SIGINT each sampler (py-spy then writes its file) and read the stacks: per process, the
     share of the samples each thread has, and the functions in the most samples,
-    inclusive (the interpreter's and asyncio's own frames left out) and own (leaf)."""
+    the share blocked in a system call (leaf in ``_WAITS``), and among the rest (the work) the
+    functions in the most samples, inclusive (the interpreter's and asyncio's own frames left
+    out) and own (leaf)."""
     summary = {}
     for name, proc in procs.items():
         proc.send_signal(signal.SIGINT)
@@ -275,7 +282,8 @@ def summarise_samples(procs: dict[str, subprocess.Popen], out_dir: Path, seconds
         threads: collections.Counter = collections.Counter()
         inclusive: collections.Counter = collections.Counter()
         own: collections.Counter = collections.Counter()
-        total = 0
+        waiting: collections.Counter = collections.Counter()
+        total = working = 0
         for line in path.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
             if not stack or not count.isdigit():
@@ -288,6 +296,10 @@ def summarise_samples(procs: dict[str, subprocess.Popen], out_dir: Path, seconds
                      for f in frames[1:]]
             total += n
             threads[thread] += n
+            if funcs and funcs[-1].startswith(_WAITS):
+                waiting[funcs[-1]] += n
+                continue
+            working += n
             for f in set(funcs):
                 if not f.endswith(_PLUMBING):
                     inclusive[f] += n
@@ -296,8 +308,9 @@ def summarise_samples(procs: dict[str, subprocess.Popen], out_dir: Path, seconds
         summary[name] = {
             "samples": total, "seconds": seconds,
             "threads": [(t, n / max(1, total)) for t, n in threads.most_common(6)],
-            "inclusive": [(f, n / max(1, total)) for f, n in inclusive.most_common(top)],
-            "own": [(f, n / max(1, total)) for f, n in own.most_common(top)],
+            "waiting": [(f, n / max(1, total)) for f, n in waiting.most_common()],
+            "inclusive": [(f, n / max(1, working)) for f, n in inclusive.most_common(top)],
+            "own": [(f, n / max(1, working)) for f, n in own.most_common(top)],
         }
     return summary
 
@@ -604,8 +617,10 @@ def catch_up_section(bench: Bench, results: dict) -> None:
 def print_profile(profile: dict) -> None:
     """Each sampled process: its busiest threads and the functions in the most samples."""
     for name, s in profile.items():
-        print(f"\n{name}: {s['samples']:,} samples of active threads")
+        print(f"\n{name}: {s['samples']:,} samples of threads py-spy saw active")
         print("  samples by thread: " + ", ".join(f"{t} {share:.0%}" for t, share in s["threads"]))
+        print("  blocked in a system call: " + (", ".join(f"{f} {share:.0%}" for f, share in s["waiting"]) or "none")
+              + "; the rest, the work, below (shares of the work)")
         print(table(["function (inclusive)", "share", "function (own)", "share"],
                     [[a[0], f"{a[1]:.0%}", b[0], f"{b[1]:.0%}"] for a, b in zip(s["inclusive"], s["own"])],
                     aligns=["<", ">", "<", ">"]))
