@@ -256,9 +256,10 @@ _PLUMBING = ("(base_events.py)", "(runners.py)", "(events.py)", "(threading.py)"
              "(_main.py)", "(thread.py)")
 
 
-#: Leaf frames that are a thread blocked in a system call (py-spy counts them as active): the
-#: event loop's epoll wait, and the fetcher's blocking send and receive of a Fetch round trip.
-_WAITS = ("EpollSelector.select ", "_Client._exactly ", "_Client.call ")
+#: Leaf frames that are a thread blocked in a system call or a lock (py-spy counts them as
+#: active): the event loop's epoll wait, the fetcher's blocking send and receive of a Fetch round
+#: trip, an I/O thread waiting on its queue, a condition wait.
+_WAITS = ("EpollSelector.select ", "_Client._exactly ", "_Client.call ", "_worker (thread.py)", "Condition.wait ")
 
 
 def summarise_samples(procs: dict[str, subprocess.Popen], out_dir: Path, seconds: float, top: int) -> dict:
