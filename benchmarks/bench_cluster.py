@@ -378,7 +378,7 @@ def produce_section(bench: Bench, results: dict) -> None:
         cpu = {"leader": run["cpu"].get(f"broker {leader}", 0), "follower": run["cpu"].get(f"broker {followers[0]}", 0)}
         print(f"\nPROFILE of one more acks=all pass under py-spy ({run['msgs_per_s'] / 1e3:,.0f} k msg/s; "
               f"the samplers take CPU too)")
-        for name, s in profile.items():
+        for name in profile:
             print(f"\n{name} (broker {pids_ids[name]}): CPU {cpu[name]:.0%} of a core (/proc, the produce only)")
         print_profile(profile)
 
@@ -455,7 +455,7 @@ def failover_section(bench: Bench, results: dict) -> None:
     results["failover"] = {k: v - t_kill for k, v in events.items()} | {"target_s": target, "errors": len(errors)}
     print(f"\n[2] FAILOVER (acks=all, idempotent, ~1,000 messages/s; SIGKILL of leader {leader}, "
           f"not the controller {controller}; new leader {new_leader})\n")
-    rows = [["broker's ZooKeeper session expired (/brokers/ids/{} gone)".format(leader),
+    rows = [[f"broker's ZooKeeper session expired (/brokers/ids/{leader} gone)",
              f"{events.get('session expired', float('nan')) - t_kill:.2f}"],
             ["controller wrote the new leader (partition state znode)", f"{events['new leader'] - t_kill:.2f}"],
             ["first delivery report of a message produced after the kill", f"{failover:.2f}"]]
@@ -595,8 +595,8 @@ def catch_up_section(bench: Bench, results: dict) -> None:
           f"1 KiB uncompressed values; MB/s of log bytes)\n")
     print(table(["what", "seconds", "MB/s"], [
         ["follower: its log's first growth to back in the ISR", f"{catch_up:.1f}", f"{follower_mb_s:,.0f}"],
-        [f"  the same from its restart (process start to listening {t_listening - t0:.1f} s, to first bytes "
-         f"{t_fetch - t0:.1f} s)", f"{t_isr - t0:.1f}", f"{behind / (t_isr - t0) / 1e6:,.0f}"],
+        [(f"  the same from its restart (process start to listening {t_listening - t0:.1f} s, to first bytes "
+          f"{t_fetch - t0:.1f} s)"), f"{t_isr - t0:.1f}", f"{behind / (t_isr - t0) / 1e6:,.0f}"],
         ["confluent-kafka consumer reads the log from the leader", f"{consumer_s:.1f}", f"{consumer_mb_s:,.0f}"],
         [f"raw Fetch v11 loop, {fetch_size >> 10} KiB a fetch (replica.fetch.max.bytes), batch headers only",
          f"{raw_s:.1f}", f"{raw_mb_s:,.0f}"],
@@ -684,9 +684,10 @@ def main(argv: list[str] | None = None) -> int:
           f"replica.lag.time.max.ms={args.replica_lag_ms}")
     results: dict = {"load_start": load}
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafkalog-bench-cluster-"))
-    bench = Bench(args, root)
     skip = set(filter(None, args.skip.split(",")))
+    bench = None
     try:
+        bench = Bench(args, root)
         progress(f"starting ZooKeeper and 3 brokers under {root}")
         bench.start()
         if "produce" not in skip:
@@ -696,7 +697,8 @@ def main(argv: list[str] | None = None) -> int:
         if "catchup" not in skip:
             catch_up_section(bench, results)
     finally:
-        bench.stop()
+        if bench is not None:
+            bench.stop()
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
     results["load_end"] = os.getloadavg()[0]
