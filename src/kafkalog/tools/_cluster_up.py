@@ -44,20 +44,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _BrokerChild:
-    def __init__(self, broker_id: int, directory: Path, settings: dict[str, str]) -> None:
+class BrokerChild:
+    """One ``kafkalog broker`` subprocess on a free loopback port (log directory ``directory``,
+    its stderr appended to ``directory.log``); :meth:`start` again after a stop or a kill brings
+    the same broker back on a new port."""
+
+    def __init__(self, broker_id: int, directory: Path, settings: dict[str, str], *,
+                 log_level: str = "INFO") -> None:
         self.broker_id = broker_id
         self.directory = directory
         self.settings = settings
+        self.log_level = log_level
         self.proc: subprocess.Popen | None = None
         self.address = ""
 
+    @property
+    def log_path(self) -> Path:
+        """Where the broker's stderr goes."""
+        return self.directory.with_suffix(".log")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is running."""
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self) -> None:
+        """Start the process and wait (bounded) for its ``listening on`` line.
+
+        Raises:
+            KafkalogError: it exited or said nothing in time (its log named).
+        """
         args = [sys.executable, "-m", "kafkalog.broker", "--log-dir", str(self.directory),
-                "--listen", "127.0.0.1:0"]
+                "--listen", "127.0.0.1:0", "--log-level", self.log_level]
         for key, value in self.settings.items():
             args += ["--config", f"{key}={value}"]
-        with open(self.directory.with_suffix(".log"), "ab") as log:
+        with open(self.log_path, "ab") as log:
             # its own process group: Ctrl-C in the terminal reaches the supervisor only, which
             # then stops each broker in order
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
@@ -65,25 +86,105 @@ class _BrokerChild:
         line = self.proc.stdout.readline() if ready else ""
         if not line.startswith("listening on "):
             self.kill()
-            raise KafkalogError(f"broker {self.broker_id} did not start; see {self.directory.with_suffix('.log')}")
+            raise KafkalogError(f"broker {self.broker_id} did not start; see {self.log_path}")
         self.address = line.split()[-1]
 
     def terminate(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """SIGTERM: a controlled shutdown (returns at once; see :meth:`wait_or_kill`)."""
+        if self.alive:
             self.proc.send_signal(signal.SIGTERM)
 
     def wait_or_kill(self, deadline: float) -> None:
+        """Wait for the exit until ``deadline`` (``time.monotonic()``), then SIGKILL."""
         if self.proc is None:
             return
         try:
             self.proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.kill()
+        self._close()
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """SIGKILL and reap."""
+        if self.alive:
             self.proc.kill()
             self.proc.wait(_STOP_S)
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None and self.proc.poll() is not None:
+            self.proc.stdout.close()
+
+
+class LocalCluster:
+    """A ZooKeeper server (unless ``zookeeper_connect`` names a running one; its data in
+    ``root/zookeeper``) and brokers 1..N (``root/broker-<id>``), all on loopback: what
+    ``kafkalog cluster up`` runs, and what the cluster benchmark starts.
+
+    Args:
+        root: where ZooKeeper's data and the brokers' log directories live (created).
+        brokers: how many brokers.
+        zookeeper_connect: a running ZooKeeper to use instead of starting one.
+        config: settings for every broker, over the defaults (replication factors of
+            ``min(3, brokers)``).
+        zookeeper_port: the port for the ZooKeeper started here (0: a free one).
+        log_level: the brokers' stderr logging level.
+    """
+
+    def __init__(self, root: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
+                 config: dict[str, str] | None = None, zookeeper_port: int = 0, log_level: str = "INFO") -> None:
+        self.root = Path(root)
+        self.count = brokers
+        self.connect = zookeeper_connect or ""
+        self.config = dict(config or {})
+        self.zookeeper_port = zookeeper_port
+        self.log_level = log_level
+        self.zookeeper: ZooKeeperServer | None = None
+        self.brokers: list[BrokerChild] = []
+
+    @property
+    def bootstrap(self) -> str:
+        """``bootstrap.servers`` of the brokers now running."""
+        return ",".join(b.address for b in self.brokers if b.alive and b.address)
+
+    def start(self) -> None:
+        """Start ZooKeeper (if needed) and every broker, in order; on a failure stop what started.
+
+        Raises:
+            KafkalogError: ZooKeeper is not installed, or something did not start.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            if not self.connect:
+                if find_zookeeper() is None:
+                    raise KafkalogError("ZooKeeper is not installed (apt-get install zookeeper, or set "
+                                        "ZOOKEEPER_HOME); or pass --zookeeper HOST:PORT")
+                self.zookeeper = ZooKeeperServer(self.root / "zookeeper", port=self.zookeeper_port)
+                self.zookeeper.start()
+                (self.root / "zookeeper" / "port").write_text(f"{self.zookeeper.port}\n")
+                self.connect = self.zookeeper.connect
+            factor = str(min(3, self.count))
+            common = {"zookeeper.connect": self.connect, "default.replication.factor": factor,
+                      "offsets.topic.replication.factor": factor, **self.config}
+            for broker_id in range(1, self.count + 1):
+                child = BrokerChild(broker_id, self.root / f"broker-{broker_id}",
+                                    {**common, "broker.id": str(broker_id)}, log_level=self.log_level)
+                self.brokers.append(child)
+                child.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """SIGTERM to every broker (a controlled shutdown each), SIGKILL after a bounded wait,
+        then stop the ZooKeeper started here."""
+        for b in self.brokers:
+            b.terminate()
+        deadline = time.monotonic() + _STOP_S
+        for b in self.brokers:
+            b.wait_or_kill(deadline)
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,54 +198,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    zookeeper: ZooKeeperServer | None = None
-    brokers: list[_BrokerChild] = []
+    config = {}
+    for item in args.config:
+        key, _, value = item.partition("=")
+        config[key.strip()] = value
+    cluster = LocalCluster(root, args.brokers, zookeeper_connect=args.zookeeper, config=config,
+                           zookeeper_port=_saved_port(root))
+    started = False
     try:
-        connect = args.zookeeper
-        if connect is None:
-            if find_zookeeper() is None:
-                print("kafkalog cluster: ZooKeeper is not installed (apt-get install zookeeper, or set "
-                      "ZOOKEEPER_HOME); or pass --zookeeper HOST:PORT", file=sys.stderr)
-                return 1
-            zookeeper = ZooKeeperServer(root / "zookeeper", port=_saved_port(root))
-            zookeeper.start()
-            (root / "zookeeper" / "port").write_text(f"{zookeeper.port}\n")
-            connect = zookeeper.connect
-        factor = str(min(3, args.brokers))
-        common = {"zookeeper.connect": connect, "default.replication.factor": factor,
-                  "offsets.topic.replication.factor": factor}
-        for item in args.config:
-            key, _, value = item.partition("=")
-            common[key.strip()] = value
-        for broker_id in range(1, args.brokers + 1):
-            child = _BrokerChild(broker_id, root / f"broker-{broker_id}",
-                                 {**common, "broker.id": str(broker_id)})
-            brokers.append(child)
-            child.start()
-        print(f"zookeeper.connect={connect}", flush=True)
-        print(f"bootstrap.servers={','.join(b.address for b in brokers)}", flush=True)
+        cluster.start()
+        started = True
+        print(f"zookeeper.connect={cluster.connect}", flush=True)
+        print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
         print("press Ctrl-C to stop the cluster", file=sys.stderr, flush=True)
         while not stop.wait(_WATCH_S):  # until Ctrl-C/SIGTERM; reports a broker that exits
-            for b in brokers:
+            for b in cluster.brokers:
                 if b.proc is not None and b.proc.poll() is not None and b.address:
                     print(f"broker {b.broker_id} exited with status {b.proc.returncode}; see "
-                          f"{b.directory.with_suffix('.log')}", file=sys.stderr, flush=True)
+                          f"{b.log_path}", file=sys.stderr, flush=True)
                     b.address = ""
         return 0
     except (KafkalogError, OSError) as e:
         print(f"kafkalog cluster: {e}", file=sys.stderr)
         return 1
     finally:
-        for b in brokers:
-            b.terminate()
-        deadline = time.monotonic() + _STOP_S
-        for b in brokers:
-            b.wait_or_kill(deadline)
-        if zookeeper is not None:
-            zookeeper.stop()
+        if started:
+            cluster.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if brokers:
+        if started:
             print("cluster stopped", file=sys.stderr, flush=True)
 
 
