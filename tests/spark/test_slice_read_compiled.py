@@ -54,8 +54,8 @@ def _read(root: Path, compiled: bool, chunk: int, **options) -> tuple[list, list
     """Every row (offset, timestamp, key, value, headers) the slices give, and the size of each
     part; or the error's text."""
     opts = _ReadOptions(path=str(root), **options)
-    saved = _slice_read._COMPILED_RUNS, _slice_read._CHUNK_BYTES
-    _slice_read._COMPILED_RUNS, _slice_read._CHUNK_BYTES = compiled, chunk
+    saved = _slice_read._COMPILED_RUNS, _slice_read._READ_BYTES
+    _slice_read._COMPILED_RUNS, _slice_read._READ_BYTES = compiled, chunk
     rows, parts = [], []
     try:
         plogs = [_PartitionLog(d, opts) for d in _discover(opts)]
@@ -68,7 +68,7 @@ def _read(root: Path, compiled: bool, chunk: int, **options) -> tuple[list, list
     except KafkalogError as e:
         return f"{type(e).__name__}: {e}"
     finally:
-        _slice_read._COMPILED_RUNS, _slice_read._CHUNK_BYTES = saved
+        _slice_read._COMPILED_RUNS, _slice_read._READ_BYTES = saved
     return rows, parts
 
 

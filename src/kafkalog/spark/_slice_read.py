@@ -9,7 +9,7 @@ else the end of the window. Runs of batches are decoded together with
 :func:`kafkalog.decode_columns` into :class:`kafkalog.RecordColumns` of bounded size.
 
 On the compiled core, without read_committed or ``includeMetadata``, the window is read in
-chunks of ``_CHUNK_BYTES`` (one ``pread`` each) and every run of whole uncompressed non-control
+chunks of ``_READ_BYTES`` (one ``pread`` each, into a reused buffer) and every run of whole uncompressed non-control
 v2 batches in a chunk is framed, checked and decoded by the compiled scan and fill
 (:func:`kafkalog.columnar.fast.decode_v2_in_place`), straight into the arrays handed to Arrow:
 no batch object and no Python per batch. Any other entry (compressed, control, legacy, corrupt,
@@ -57,6 +57,13 @@ _CHUNK_BYTES = 16 * _MiB
 # Runs of plain v2 batches go to the compiled scan and fill when the compiled core is in use;
 # False forces the per-batch path (the tests compare the two).
 _COMPILED_RUNS = True
+# The compiled runs read the window this many bytes at a time, into a buffer kept for the
+# process's next slice (a Python worker reads one at a time; two cover a reader on another
+# thread). 8 MiB keeps each run's arrays well below glibc's largest mmap threshold (32 MiB), so
+# once warm they mostly come back from the heap already touched (fresh pages are slow to fault
+# in on some VMs); runs still reach maxRecordsPerBatch for records of ~120 bytes.
+_READ_BYTES = 8 * _MiB
+_BUFFERS: list[bytearray] = []
 
 
 def _span(batch: RecordBatch) -> tuple[int, int]:
@@ -175,12 +182,27 @@ def _compiled_runs(ext: Any, records: FileRecords, s: _Slice, options: _ReadOpti
     checked (CRC-32C with ``checkCrcs``) and decoded by the compiled core into at most
     ``maxRecordsPerBatch`` records. Returns where it stopped (an entry for the per-batch path,
     or ``end``) and whether the slice's last offset was reached."""
-    # One read buffer for the slice, refilled chunk by chunk (the columns are copied out of it,
-    # never views of it): a fresh 16 MiB per chunk measured ~2x slower, in page faults.
-    buf = bytearray(min(_CHUNK_BYTES, end - pos))
+    # One read buffer, refilled chunk by chunk (the columns are copied out of it, never views
+    # of it): a fresh buffer per chunk measured ~2x slower, in page faults (first touch).
+    buf = _BUFFERS.pop() if _BUFFERS else bytearray(_READ_BYTES)
+    if len(buf) != _READ_BYTES:
+        buf = bytearray(_READ_BYTES)
+    try:
+        return (yield from _runs_in(ext, records, s, options, stats, pos, end, buf))
+    finally:
+        if len(_BUFFERS) < 2:
+            _BUFFERS.append(buf)
+
+
+def _runs_in(ext: Any, records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, pos: int, end: int,
+             buf: bytearray) -> Generator[tuple[RecordColumns, None], None, tuple[int, bool]]:
+    """:func:`_compiled_runs` with its read buffer."""
     at, filled = pos, 0  # the file position of buf[0], and the bytes it holds
     max_batch = records.max_batch_size
     while pos < end:
+        if filled and at + filled < end and filled - (pos - at) < len(buf) // 2:
+            filled = 0  # less than half a buffer left before more of the window: read on from pos,
+            # so that a run is not cut short into a small Arrow batch by the buffer's end
         if filled == 0:
             want = min(len(buf), end - pos)
             filled, at = records.read_into(pos, memoryview(buf)[:want]), pos
