@@ -35,6 +35,8 @@ from .index import OffsetIndex, TimeIndex, TimestampOffset
 from .leader_epoch_cache import LeaderEpochFileCache
 from .producer_state.manager import ProducerStateManager
 from .memory_records import MemoryRecords
+from .record import LOG_OVERHEAD, MAGIC_V2
+from .recordbatch import HEADER, HEADER_FIELDS, RECORD_BATCH_OVERHEAD
 from .segment_recovery import MAX_RELATIVE_OFFSET, RecoveryStep, SegmentRecovery
 from .transaction_index import AbortedTxn, TransactionIndex
 from .transaction_tracker import TransactionTracker
@@ -367,7 +369,7 @@ class LogSegment:
                 (nothing is written).
             OSError: a write failed; nothing of the append stays (as :meth:`append`).
         """
-        batches = [(b.last_offset, b.max_timestamp, b.size_in_bytes) for b in records.batches()]
+        batches = _batch_extents(records)
         if len(batches) <= 1:
             for last, max_ts, _ in batches:
                 self.append(records, largest_offset=last, largest_timestamp=max_ts, offset_of_max_timestamp=last)
@@ -718,3 +720,33 @@ class LogSegment:
             self.offset_index.delete_if_exists()
             self.time_index.delete_if_exists()
             self.txn_index.delete_if_exists()
+
+
+_FIELD = {name: i for i, (name, _, _) in enumerate(HEADER_FIELDS)}
+_LENGTH, _MAGIC = _FIELD["length"], _FIELD["magic"]
+_LAST_OFFSET_DELTA, _MAX_TIMESTAMP = _FIELD["last_offset_delta"], _FIELD["max_timestamp"]
+
+
+def _batch_extents(records: MemoryRecords) -> list[tuple[int, int, int]]:
+    """(last offset, max timestamp, entry size) of each batch of ``records``, as
+    ``records.batches()`` gives them. Whole v2 batches are read with one header unpack each, no
+    batch object (the cleaner appends thousands per chunk); at anything else -- another magic,
+    a size that does not frame -- the batch iterator takes over, which raises what is wrong."""
+    buf = records.buffer
+    end, max_batch = len(buf), records.max_batch_size
+    unpack = HEADER.unpack_from
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    while pos < end:
+        if end - pos < RECORD_BATCH_OVERHEAD:
+            break
+        f = unpack(buf, pos)
+        length = f[_LENGTH]
+        if f[_MAGIC] != MAGIC_V2 or not RECORD_BATCH_OVERHEAD - LOG_OVERHEAD <= length <= max_batch \
+                or length > end - pos - LOG_OVERHEAD:
+            break
+        out.append((f[0] + f[_LAST_OFFSET_DELTA], f[_MAX_TIMESTAMP], length + LOG_OVERHEAD))
+        pos += length + LOG_OVERHEAD
+    if pos < end:
+        return [(b.last_offset, b.max_timestamp, b.size_in_bytes) for b in records.batches()]
+    return out

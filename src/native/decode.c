@@ -510,7 +510,7 @@ typedef struct {
 
 static void
 scan_run(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, int validate,
-         int64_t max_records, columns_ctx *c, run_extent *x)
+         int64_t max_records, int within, columns_ctx *c, run_extent *x)
 {
     kl_framed f;
     Py_ssize_t fi, fp;
@@ -518,6 +518,10 @@ scan_run(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, 
     x->batches = 0;
     while (pos < end && (max_records < 0 || c->at.records < max_records)) {
         if (kl_frame_plain_v2(buf, pos, end, max_batch, validate, CONTROL_MASK, &f) < 0)
+            break;
+        /* `within`: a batch that would take the run past max_records ends it (unless it is the
+         * first), so that a reader's batches of rows are never split into a tail of a few rows. */
+        if (within && max_records >= 0 && x->batches > 0 && c->at.records + f.count > max_records)
             break;
         set_batch(c, buf + pos);
         sizes before = c->at;
@@ -531,9 +535,10 @@ scan_run(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, int64_t max_batch, 
     }
 }
 
-/* columns_v2_scan(buffer, pos, end, max_batch, validate, max_records) -> (stop, batches, records,
- * key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes); max_records -1: no limit (else the
- * run ends before the first batch that starts at or past it). */
+/* columns_v2_scan(buffer, pos, end, max_batch, validate, max_records[, within]) -> (stop, batches,
+ * records, key_bytes, value_bytes, headers, hkey_bytes, hvalue_bytes); max_records -1: no limit
+ * (else the run ends before the first batch that starts at or past it, or with `within` before
+ * the first batch that would end past it, unless that is the run's first). */
 static PyObject *
 columns_v2_scan(PyObject *self, PyObject *args)
 {
@@ -541,11 +546,12 @@ columns_v2_scan(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t pos, end;
     long long max_batch, max_records;
-    int validate;
+    int validate, within = 0;
     columns_ctx c;
     run_extent x;
 
-    if (!PyArg_ParseTuple(args, "OnnLpL:columns_v2_scan", &obj, &pos, &end, &max_batch, &validate, &max_records))
+    if (!PyArg_ParseTuple(args, "OnnLpL|p:columns_v2_scan", &obj, &pos, &end, &max_batch, &validate, &max_records,
+                          &within))
         return NULL;
     if (kl_get_buffer(obj, &view) < 0)
         return NULL;
@@ -558,7 +564,7 @@ columns_v2_scan(PyObject *self, PyObject *args)
     c.buf = view.buf;
     c.count_only = 1;
     Py_BEGIN_ALLOW_THREADS
-    scan_run(view.buf, pos, end, max_batch, validate, max_records, &c, &x);
+    scan_run(view.buf, pos, end, max_batch, validate, max_records, within, &c, &x);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return Py_BuildValue("nnnnnnnn", x.stop, x.batches, c.at.records, c.at.key_bytes, c.at.value_bytes,
@@ -722,7 +728,7 @@ PyMethodDef kl_decode_methods[] = {
     {"columns_v2_fill", columns_v2_fill, METH_VARARGS,
      "columns_v2_fill(buffer, batches, 14 output arrays or 8 and 6 None) -> (records, headers)"},
     {"columns_v2_scan", columns_v2_scan, METH_VARARGS,
-     "columns_v2_scan(buffer, pos, end, max_batch, validate, max_records) -> (stop, batches, records, key_bytes, "
+     "columns_v2_scan(buffer, pos, end, max_batch, validate, max_records[, within]) -> (stop, batches, records, key_bytes, "
      "value_bytes, headers, hkey_bytes, hvalue_bytes)"},
     {"columns_v2_run_fill", columns_v2_run_fill, METH_VARARGS,
      "columns_v2_run_fill(buffer, pos, batches, first_index, outputs) -> records"},

@@ -619,6 +619,9 @@ def test_slices_read_and_transfer_agree(tmp_path_factory, data):
         n = data.draw(st.integers(0, hi - lo - p + 5))
         want = expected[p : p + n]
         assert view.read(p, n) == want
+        into = bytearray(b"\xee" * (n + 3))  # read_into fills a prefix and leaves the rest
+        assert view.read_into(p, memoryview(into)[:n]) == len(want)
+        assert into[: len(want)] == want and into[len(want):] == b"\xee" * (n + 3 - len(want))
         sent, got = _via_socket(view, p, n)
         assert (sent, got) == (len(want), want)
         sink = _Sink()

@@ -184,6 +184,8 @@ def test_remote_files_are_read_only(s3, uploaded):
             FileRecords.open(uploaded / "orders-1" / "00000000000000000000.log") as local:
         assert [b.base_offset for b in remote.batches(validate=True)] == [b.base_offset for b in local.batches()]
         assert remote.read(5, 100) == local.read(5, 100)
+        a, b = bytearray(100), bytearray(100)
+        assert remote.read_into(5, a) == local.read_into(5, b) == 100 and a == b
         assert remote.is_remote and not local.is_remote
 
 

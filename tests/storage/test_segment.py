@@ -1757,3 +1757,38 @@ def test_append_batches_of_many_batches_leaves_nothing_when_a_write_fails(tmp_pa
     seg.append_batches(many)
     seg.close()
     assert files(got_dir) == files(want_dir)
+
+
+@given(
+    batches=st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(1, 5), st.integers(-1, 2**40)), min_size=0, max_size=8),
+    cut=st.integers(0, 80),
+    flip=st.none() | st.tuples(st.integers(0, 200), st.integers(1, 255)),
+)
+def test_batch_extents_agree_with_the_batch_iterator(batches, cut, flip):
+    """append_batches' header read without batch objects gives what batches() gives, and at
+    bytes that do not frame defers to it (same error)."""
+    from kafkalog import MemoryRecords, RecordBatchBuilder
+    from kafkalog.errors import KafkalogError
+    from kafkalog.segment import _batch_extents
+
+    data, base = bytearray(), 0
+    for magic, count, ts in batches:
+        b = RecordBatchBuilder(magic=magic, base_offset=base)
+        for i in range(count):
+            b.append(b"k", b"v" * i, timestamp=max(ts, 0) + i)
+        data += b.build().buffer
+        base += count
+    if cut and cut < len(data):
+        data = data[: len(data) - cut]
+    if flip is not None and data:
+        data[flip[0] % len(data)] ^= flip[1]
+    records = MemoryRecords(bytes(data))
+
+    def outcome(fn):
+        try:
+            return fn()
+        except KafkalogError as e:
+            return type(e), str(e)
+
+    assert outcome(lambda: _batch_extents(records)) == outcome(
+        lambda: [(b.last_offset, b.max_timestamp, b.size_in_bytes) for b in records.batches()])

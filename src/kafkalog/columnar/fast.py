@@ -119,7 +119,7 @@ _RUN_HEADER_OUTPUTS = (
 
 def decode_v2_in_place(
     ext: Any, buf: Any, pos: int, end: int, max_batch: int, validate: bool, first_index: int,
-    max_records: int | None, include_headers: bool,
+    max_records: int | None, include_headers: bool, *, within: bool = False,
 ) -> tuple[RecordColumns, int, int] | None:
     """The longest run of whole, uncompressed, non-control v2 batches of ``buf[pos:end]`` that
     pass every check (CRC-32C too when ``validate``), decoded by the compiled core in two calls:
@@ -128,10 +128,12 @@ def decode_v2_in_place(
     concatenation). Returns (columns, where the run stopped, batches taken), or None when the
     entry at ``pos`` is not such a batch (the caller's per-batch path then takes it, and raises
     what is wrong with it). The arrays are sized by what the scan walked, never by a count field.
+    ``max_records`` ends the run at the batch that reaches it, or with ``within`` before a batch
+    that would pass it (unless that batch is the run's first).
     """
     limit = -1 if max_records is None else max_records
     stop, batches, n, key_bytes, value_bytes, h, hkey_bytes, hvalue_bytes = ext.columns_v2_scan(
-        buf, pos, end, max_batch, validate, limit
+        buf, pos, end, max_batch, validate, limit, within
     )
     if batches == 0:
         return None

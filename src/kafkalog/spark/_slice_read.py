@@ -7,17 +7,26 @@ writer recorded (:func:`kafkalog.resync.next_batch_boundary`): the end of the ba
 declared size when the next entry frames there, else the next offset-index entry that frames,
 else the end of the window. Runs of batches are decoded together with
 :func:`kafkalog.decode_columns` into :class:`kafkalog.RecordColumns` of bounded size.
+
+On the compiled core, without read_committed or ``includeMetadata``, the window is read in
+chunks of ``_READ_BYTES`` (one ``pread`` each, into a reused buffer) and every run of whole uncompressed non-control
+v2 batches in a chunk is framed, checked and decoded by the compiled scan and fill
+(:func:`kafkalog.columnar.fast.decode_v2_in_place`), straight into the arrays handed to Arrow:
+no batch object and no Python per batch. Any other entry (compressed, control, legacy, corrupt,
+cut by the chunk's end) goes to the per-batch path below, which frames batches one by one until
+the next plain v2 batch.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Generator, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import (
+    Compression,
     FileRecords,
     KafkalogError,
     MemoryRecords,
@@ -26,6 +35,8 @@ from .. import (
     RecordColumns,
     decode_columns,
 )
+from .. import native
+from ..columnar.fast import decode_v2_in_place
 from ..partition_view import segment_file
 from ..record import MAGIC_V2
 from ..remote import DEFAULT_BLOCK_SIZE, Storage
@@ -43,6 +54,16 @@ _MiB = 1 << 20
 # large enough that Spark's per-batch costs vanish, small enough to stay in memory already
 # mapped (fresh pages are slow to fault in on some VMs).
 _CHUNK_BYTES = 16 * _MiB
+# Runs of plain v2 batches go to the compiled scan and fill when the compiled core is in use;
+# False forces the per-batch path (the tests compare the two).
+_COMPILED_RUNS = True
+# The compiled runs read the window this many bytes at a time, into a buffer kept for the
+# process's next slice (a Python worker reads one at a time; two cover a reader on another
+# thread). 8 MiB keeps each run's arrays well below glibc's largest mmap threshold (32 MiB), so
+# once warm they mostly come back from the heap already touched (fresh pages are slow to fault
+# in on some VMs); runs still reach maxRecordsPerBatch for records of ~120 bytes.
+_READ_BYTES = 8 * _MiB
+_BUFFERS: list[bytearray] = []
 
 
 def _span(batch: RecordBatch) -> tuple[int, int]:
@@ -52,18 +73,18 @@ def _span(batch: RecordBatch) -> tuple[int, int]:
 
 
 def _batches(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, *,
-             shallow: bool = False) -> Iterator[RecordBatch]:
-    """The batches of the slice's window, checked (``shallow``: framed only, their bodies left
-    to :func:`_emit`); corrupt ones raise or are skipped."""
-    pos, end = s.start_position, min(s.end_position, records.size_in_bytes)
+             shallow: bool = False, start: int | None = None) -> Iterator[RecordBatch]:
+    """The batches of the slice's window from ``start`` (default: the window's start), checked
+    (``shallow``: framed only, their bodies left to :func:`_emit`); corrupt ones raise or are
+    skipped. The caller counts the bytes of the batches it takes."""
+    pos = s.start_position if start is None else start
+    end = min(s.end_position, records.size_in_bytes)
     while pos < end:
         window = records.slice(pos, end - pos)
         try:
             for batch in window.batches(validate=options.check_crcs and not shallow, strict=s.strict_end):
                 if not options.check_crcs and not shallow:
                     batch.entry()  # load the body here, where a short read is reported
-                size = batch.size_in_bytes
-                stats.bytes_read += size
                 yield batch
                 pos = _span(batch)[1]
             return
@@ -127,7 +148,6 @@ def _read_slice_batches(s: _Slice, options: _ReadOptions) -> Iterator[tuple[Reco
 
 def _read_window(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColumns, _BatchHeaders | None]]:
     """The body of :func:`_read_slice_batches` (FileNotFoundError passes through)."""
-    want = options.include_metadata
     stats = _Stats(options.stats_path)
     # Remote: one ranged request per read-ahead block, never past the slice's end (the window's
     # last batch is whole inside it: the planner ends slices at batch boundaries). The window's
@@ -137,6 +157,87 @@ def _read_window(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColum
                                end=s.end_position, size=s.end_position)
     stats.segments.append(s.path)
     aborted = AbortedFilter(s.aborted) if s.aborted is not None else None
+    # The compiled runs need no batch object; read_committed reads control records while
+    # walking and includeMetadata wants every batch's header, so those walk batch by batch.
+    ext = native.ext if _COMPILED_RUNS and aborted is None and not options.include_metadata else None
+    pos, end = s.start_position, min(s.end_position, records.size_in_bytes)
+    try:
+        while pos < end:
+            if ext is not None:
+                pos, done = yield from _compiled_runs(ext, records, s, options, stats, pos, end)
+                if done or pos >= end:
+                    break
+            pos, done = yield from _batch_by_batch(records, s, options, stats, aborted, pos, until_plain=ext is not None)
+            if done:
+                break
+    finally:
+        stats.bytes_fetched += records.bytes_fetched
+        records.close()
+        stats.write()
+
+
+def _compiled_runs(ext: Any, records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, pos: int,
+                   end: int) -> Generator[tuple[RecordColumns, None], None, tuple[int, bool]]:
+    """Decode the runs of plain v2 batches from ``pos``, chunk by chunk, each run framed,
+    checked (CRC-32C with ``checkCrcs``) and decoded by the compiled core into at most
+    ``maxRecordsPerBatch`` records. Returns where it stopped (an entry for the per-batch path,
+    or ``end``) and whether the slice's last offset was reached."""
+    # One read buffer, refilled chunk by chunk (the columns are copied out of it, never views
+    # of it): a fresh buffer per chunk measured ~2x slower, in page faults (first touch).
+    buf = _BUFFERS.pop() if _BUFFERS else bytearray(_READ_BYTES)
+    if len(buf) != _READ_BYTES:
+        buf = bytearray(_READ_BYTES)
+    try:
+        return (yield from _runs_in(ext, records, s, options, stats, pos, end, buf))
+    finally:
+        if len(_BUFFERS) < 2:
+            _BUFFERS.append(buf)
+
+
+def _runs_in(ext: Any, records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats, pos: int, end: int,
+             buf: bytearray) -> Generator[tuple[RecordColumns, None], None, tuple[int, bool]]:
+    """:func:`_compiled_runs` with its read buffer."""
+    at, filled = pos, 0  # the file position of buf[0], and the bytes it holds
+    max_batch = records.max_batch_size
+    while pos < end:
+        if filled and at + filled < end and filled - (pos - at) < len(buf) // 2:
+            filled = 0  # less than half a buffer left before more of the window: read on from pos,
+            # so that a run is not cut short into a small Arrow batch by the buffer's end
+        if filled == 0:
+            want = min(len(buf), end - pos)
+            filled, at = records.read_into(pos, memoryview(buf)[:want]), pos
+            if filled != want:
+                return pos, False  # the file shrank: the per-batch path reports what is there
+        run = decode_v2_in_place(ext, buf, pos - at, filled, max_batch, options.check_crcs, 0,
+                                 options.max_records_per_batch, options.include_headers, within=True)
+        if run is None:
+            if pos > at and at + filled < end:
+                filled = 0  # the entry may only be cut by the chunk's end: read on from it
+                continue
+            return pos, False
+        columns, stop, _ = run
+        stats.bytes_read += at + stop - pos
+        pos = at + stop
+        n = len(columns)
+        yield from ((part, None) for part in _parts(columns, s, options, stats))
+        if n and columns.offset[n - 1] >= s.end_offset - 1:
+            return pos, True
+    return pos, False
+
+
+def _is_plain(batch: RecordBatch) -> bool:
+    """Whether the compiled runs take this batch (when its checks pass)."""
+    return batch.magic == MAGIC_V2 and batch.compression == Compression.NONE and not batch.is_control
+
+
+def _batch_by_batch(records: FileRecords, s: _Slice, options: _ReadOptions, stats: _Stats,
+                    aborted: AbortedFilter | None, pos: int, *, until_plain: bool = False,
+                    ) -> Generator[tuple[RecordColumns, _BatchHeaders | None], None, tuple[int, bool]]:
+    """Frame the window's batches from ``pos`` one by one and decode them in chunks; with
+    ``until_plain``, stop before the first plain v2 batch after the first batch taken (the
+    compiled runs take it from there). Returns where it stopped and whether the slice's last
+    offset was reached."""
+    want = options.include_metadata
     # Without read_committed nothing needs a batch's body before decoding: the walk only frames
     # the batches, and each chunk of them is read with one pread and decoded (and checked) as
     # one buffer; read_committed reads control records while walking, so it walks checked.
@@ -144,36 +245,45 @@ def _read_window(s: _Slice, options: _ReadOptions) -> Iterator[tuple[RecordColum
     chunk: list[RecordBatch] = []
     count = size = 0
     limit = options.max_records_per_batch
-    try:
-        for batch in _batches(records, s, options, stats, shallow=shallow):
-            last = batch.last_offset
-            if last < s.start_offset:
-                if aborted is not None:
-                    aborted.drops(batch)
-                continue
-            if aborted is not None and aborted.drops(batch):
-                if last >= s.end_offset - 1:
-                    break
-                continue
-            n = batch.count if batch.magic >= MAGIC_V2 else 1  # v0/v1 have no count: an entry counts as one
-            if chunk and (count + n > limit or size >= _CHUNK_BYTES):
-                headers = _BatchHeaders.of(chunk) if want else None
-                for part in _emit(chunk, s, options, stats, records if shallow else None):
-                    yield part, headers
-                chunk, count, size = [], 0, 0
-            chunk.append(batch)
-            count += n
-            size += batch.size_in_bytes
+    done = False
+    taken = 0
+    stop = min(s.end_position, records.size_in_bytes)
+    for batch in _batches(records, s, options, stats, shallow=shallow, start=pos):
+        if until_plain and taken and _is_plain(batch):
+            stop = _span(batch)[0]
+            break
+        taken += 1
+        stats.bytes_read += batch.size_in_bytes
+        stop = _span(batch)[1]
+        last = batch.last_offset
+        if last < s.start_offset:
+            if aborted is not None:
+                aborted.drops(batch)
+            continue
+        if aborted is not None and aborted.drops(batch):
             if last >= s.end_offset - 1:
+                done = True
                 break
-        if chunk:
+            continue
+        n = batch.count if batch.magic >= MAGIC_V2 else 1  # v0/v1 have no count: an entry counts as one
+        if chunk and (count + n > limit or size >= _CHUNK_BYTES):
             headers = _BatchHeaders.of(chunk) if want else None
             for part in _emit(chunk, s, options, stats, records if shallow else None):
                 yield part, headers
-    finally:
-        stats.bytes_fetched += records.bytes_fetched
-        records.close()
-        stats.write()
+            chunk, count, size = [], 0, 0
+        chunk.append(batch)
+        count += n
+        size += batch.size_in_bytes
+        if last >= s.end_offset - 1:
+            done = True
+            break
+    else:
+        done = True  # the window's end (or a torn tail the walk ended at)
+    if chunk:
+        headers = _BatchHeaders.of(chunk) if want else None
+        for part in _emit(chunk, s, options, stats, records if shallow else None):
+            yield part, headers
+    return stop, done
 
 
 def _decode_in_one(chunk: list[RecordBatch], records: FileRecords, options: _ReadOptions) -> RecordColumns | None:
@@ -222,6 +332,12 @@ def _emit(chunk: list[RecordBatch], s: _Slice, options: _ReadOptions, stats: _St
                 except BAD_BATCH_ERRORS as e:
                     stats.skipped(s.path, *_span(batch), e)
             columns = RecordColumns.concat(parts) if parts else RecordColumns.empty(include_headers=options.include_headers)
+    yield from _parts(columns, s, options, stats)
+
+
+def _parts(columns: RecordColumns, s: _Slice, options: _ReadOptions, stats: _Stats) -> Iterator[RecordColumns]:
+    """The records of ``columns`` inside the slice's offsets, in parts of at most
+    ``maxRecordsPerBatch``."""
     n = len(columns)
     if n == 0:
         return
