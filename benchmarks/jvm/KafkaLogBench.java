@@ -10,6 +10,11 @@
  *       private), LogValidator.validateMessagesAndAssignOffsets, LogSegment.append (offset and
  *       time index entries every index.interval.bytes = 4096) into a fresh segment in DIR;
  *       beside it FileChannel.write of the same buffers (the JVM's raw write).
+ *   append-pid FILE DIR WARMUP ROUNDS  the same for batches with producer ids (an idempotent
+ *       producer's): between the validator and the segment write, UnifiedLog's
+ *       analyzeAndValidateProducerState (duplicate check against the producer's last entry,
+ *       ProducerStateManager.prepareUpdate, ProducerAppendInfo.append) and after the write
+ *       ProducerStateManager.update and updateMapEndOffset, as UnifiedLog.append does.
  *   decode FILE WARMUP ROUNDS  MemoryRecords over FILE's bytes: every batch's CRC checked, every
  *       record's key and value copied into a byte[].
  *
@@ -26,7 +31,10 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.compress.Compression;
@@ -48,6 +56,10 @@ import org.apache.kafka.storage.internals.log.AppendOrigin;
 import org.apache.kafka.storage.internals.log.LazyIndex;
 import org.apache.kafka.storage.internals.log.LogSegment;
 import org.apache.kafka.storage.internals.log.LogValidator;
+import org.apache.kafka.storage.internals.log.ProducerAppendInfo;
+import org.apache.kafka.storage.internals.log.ProducerStateEntry;
+import org.apache.kafka.storage.internals.log.ProducerStateManager;
+import org.apache.kafka.storage.internals.log.ProducerStateManagerConfig;
 import org.apache.kafka.storage.internals.log.TransactionIndex;
 
 public final class KafkaLogBench {
@@ -103,9 +115,13 @@ public final class KafkaLogBench {
     }
 
     /** One leader-append round into a fresh segment: nanoseconds per batch. */
-    private static long[] appendRound(byte[] bytes, int[][] batches, File dir) throws IOException {
+    private static long[] appendRound(byte[] bytes, int[][] batches, File dir, boolean producers) throws IOException {
         deleteDir(dir);
         dir.mkdirs();
+        // UnifiedLog's producer state (transaction.max.timeout.ms and producer.id.expiration.ms defaults).
+        ProducerStateManager state = producers
+            ? new ProducerStateManager(TP, dir, 900000, new ProducerStateManagerConfig(86400000, false), Time.SYSTEM)
+            : null;
         FileRecords log = FileRecords.open(new File(dir, "00000000000000000000.log"));
         LogSegment segment = new LogSegment(log,
             LazyIndex.forOffset(new File(dir, "00000000000000000000.index"), 0L, MAX_INDEX_SIZE),
@@ -127,12 +143,39 @@ public final class KafkaLogBench {
                 Long.MAX_VALUE, Long.MAX_VALUE, 0, AppendOrigin.CLIENT, MetadataVersion.IBP_3_8_IV0);
             LogValidator.ValidationResult result =
                 validator.validateMessagesAndAssignOffsets(offsetCounter, NO_METRICS, BufferSupplier.NO_CACHING);
+            Map<Long, ProducerAppendInfo> updated = producers ? analyzeProducers(state, result.validatedRecords) : null;
+            if (updated == null && producers) {
+                ns[i] = System.nanoTime() - t0;  // a duplicate: nothing written (not in these files)
+                continue;
+            }
             segment.append(offsetCounter.value - 1, result.maxTimestampMs, result.shallowOffsetOfMaxTimestamp,
                 result.validatedRecords);
+            if (producers) {
+                for (ProducerAppendInfo info : updated.values()) state.update(info);
+                state.updateMapEndOffset(offsetCounter.value);
+            }
             ns[i] = System.nanoTime() - t0;
         }
         segment.close();
         return ns;
+    }
+
+    /** UnifiedLog.analyzeAndValidateProducerState for a client's data batches (3.8, a Scala
+     * private method, re-stated here): null for a duplicate, else the producers' append infos. */
+    private static Map<Long, ProducerAppendInfo> analyzeProducers(ProducerStateManager state, MemoryRecords records) {
+        Map<Long, ProducerAppendInfo> updated = new HashMap<>();
+        for (MutableRecordBatch batch : records.batches()) {
+            if (!batch.hasProducerId()) continue;
+            Optional<ProducerStateEntry> last = state.lastEntry(batch.producerId());
+            if (last.isPresent() && last.get().findDuplicateBatch(batch).isPresent()) return null;
+            ProducerAppendInfo info = updated.get(batch.producerId());
+            if (info == null) {
+                info = state.prepareUpdate(batch.producerId(), AppendOrigin.CLIENT);
+                updated.put(batch.producerId(), info);
+            }
+            info.append(batch, Optional.empty());
+        }
+        return updated;
     }
 
     /** FileChannel.write of the same buffers, one call per batch: the JVM's raw write. */
@@ -172,18 +215,18 @@ public final class KafkaLogBench {
             name, bestAll / 1e3 / n, bestFrom3 / 1e3 / Math.max(1, n - 2), bestAll / 1e9);
     }
 
-    private static void append(String file, String dirName, int warmup, int rounds) throws IOException {
+    private static void append(String file, String dirName, int warmup, int rounds, boolean producers) throws IOException {
         byte[] bytes = Files.readAllBytes(Path.of(file));
         int[][] batches = frame(bytes);
         File dir = new File(dirName);
-        for (int r = 0; r < warmup; r++) { appendRound(bytes, batches, dir); writeRound(bytes, batches, dir); }
+        for (int r = 0; r < warmup; r++) { appendRound(bytes, batches, dir, producers); writeRound(bytes, batches, dir); }
         List<long[]> appends = new ArrayList<>(), writes = new ArrayList<>();
         for (int r = 0; r < rounds; r++) {  // interleaved, as the Python side does
-            appends.add(appendRound(bytes, batches, dir));
+            appends.add(appendRound(bytes, batches, dir, producers));
             writes.add(writeRound(bytes, batches, dir));
         }
         deleteDir(dir);
-        System.out.println("{\"mode\": \"append\", \"batches\": " + batches.length + ", \"bytes\": " + bytes.length
+        System.out.println("{\"mode\": \"" + (producers ? "append-pid" : "append") + "\", \"batches\": " + batches.length + ", \"bytes\": " + bytes.length
             + ", " + perBatch("kafka_append", appends) + ", " + perBatch("jvm_write", writes) + "}");
     }
 
@@ -226,12 +269,12 @@ public final class KafkaLogBench {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length >= 5 && args[0].equals("append")) {
-            append(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+        if (args.length >= 5 && (args[0].equals("append") || args[0].equals("append-pid"))) {
+            append(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), args[0].equals("append-pid"));
         } else if (args.length >= 4 && args[0].equals("decode")) {
             decode(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
         } else {
-            System.err.println("usage: KafkaLogBench append FILE DIR WARMUP ROUNDS | decode FILE WARMUP ROUNDS");
+            System.err.println("usage: KafkaLogBench append|append-pid FILE DIR WARMUP ROUNDS | decode FILE WARMUP ROUNDS");
             System.exit(2);
         }
     }

@@ -463,8 +463,9 @@ class Log:
         if batches is not None and not batches:
             return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
-            self._check_open()
-            self._check_writable()
+            if self._closed or self._read_only:
+                self._check_open()
+                self._check_writable()
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
 
     def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
