@@ -79,6 +79,8 @@ from .segment import LogSegment, TimestampAndOffset
 from .transaction_index import AbortedTxn
 from .varint import INT32_MAX
 
+_new_tuple = tuple.__new__
+
 #: Compression by codec id (the one-call append reports the id).
 _CODECS = tuple(sorted(Compression, key=lambda c: c.value))
 
@@ -556,10 +558,11 @@ class Log:
         self._end = LogOffsetMetadata(end, segment.base_offset, position)
         self._hw.on_append(end)
         self._maybe_flush(now)
-        return LogAppendInfo(
+        # LogAppendInfo's fields in order, without the NamedTuple's Python-level __new__ (per append)
+        return _new_tuple(LogAppendInfo, (
             first_offset, last_offset, max_ts, max_ts_offset, log_append_time, self._log_start_offset, size, count,
-            source,
-        )
+            source, False,
+        ))
 
     def _write_checked(
         self, data, segment: LogSegment, job: tuple | None, status: int, size: int, first_offset: int,

@@ -135,6 +135,8 @@ class ProducerAppendInfo:
     :class:`TransactionCoordinatorFencedError`); after an error the append info must be dropped.
     """
 
+    __slots__ = ("producer_id", "origin", "_current", "_updated", "_transactions")
+
     def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin) -> None:
         self.producer_id = producer_id
         self.origin = origin
