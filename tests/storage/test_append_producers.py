@@ -19,7 +19,7 @@ import errno
 import os
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kafkalog import Log, LogConfig, native
@@ -90,7 +90,10 @@ def scenarios(draw) -> list[tuple[bytes, AppendOrigin]]:
             out.append((data, AppendOrigin.CLIENT))
         elif action in ("commit", "abort"):
             kind = ControlRecordType.COMMIT if action == "commit" else ControlRecordType.ABORT
-            out.append((_marker(pid, p["epoch"], kind), AppendOrigin.COORDINATOR))
+            # a coordinator epoch below the producer's last marker's is a fenced (zombie) coordinator
+            p["coordinator"] = max(p.get("coordinator", 0), draw(st.sampled_from([0, 0, 1, 2])))
+            coordinator = p["coordinator"] - draw(st.sampled_from([0, 0, 0, 1]))
+            out.append((_marker(pid, p["epoch"], kind, coordinator), AppendOrigin.COORDINATOR))
         elif action == "plain":
             out.append((_plain_batches(1, records=n, value=20), AppendOrigin.CLIENT))
         elif action == "pair":  # two producers' batches in one request
@@ -143,6 +146,9 @@ def test_producer_logs_are_identical_on_both_cores(tmp_path_factory, requests, s
             with Log.open(leader_dir, config, clock=lambda: NOW) as leader:
                 for data, origin in requests:
                     infos.append(_outcome(lambda: leader.append(data, origin=origin, leader_epoch=5 if stamp else None)))
+                    if not pure:
+                        event("outcome: " + (infos[-1].__name__ if isinstance(infos[-1], type)
+                                             else "duplicate" if infos[-1].duplicate else "appended"))
                     infos.append(_state(leader))
                 leader_state = _state(leader)
                 fetched = []
