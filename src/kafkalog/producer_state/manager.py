@@ -520,7 +520,7 @@ class ProducerStateManager:
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
-        return ProducerStateUpdate(append_infos=tuple(infos.values()), completed_txns=tuple(completed))
+        return ProducerStateUpdate(tuple(infos.values()), tuple(completed))
 
     def append_batch(self, batch: RecordBatch, *, from_client: bool) -> CompletedTxn | None:
         """Validate and apply one batch; return the transaction its end marker completed.
