@@ -431,12 +431,14 @@ epoch_changes(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n)
     return out;
 }
 
-/* Kafka's incrementSequence: base + delta, wrapping past INT32_MAX to 0. */
-static int32_t
-increment_sequence(int32_t sequence, int32_t increment)
+/* Kafka's incrementSequence: base + delta, wrapping past INT32_MAX to 0; in 64 bits, as the
+ * pure twin computes it, so that a follower's batch with a negative sequence or delta (which no
+ * rule refuses there) gives the same value and no int32 overflow. */
+static int64_t
+increment_sequence(int64_t sequence, int64_t increment)
 {
-    if ((int64_t)sequence > (int64_t)INT32_MAX - increment)
-        return (int32_t)((int64_t)increment - ((int64_t)INT32_MAX - sequence) - 1);
+    if (sequence > (int64_t)INT32_MAX - increment)
+        return increment - ((int64_t)INT32_MAX - sequence) - 1;
     return sequence + increment;
 }
 
@@ -462,12 +464,12 @@ producer_facts(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n, i
         int32_t base_seq = get32(b + BASE_SEQUENCE_AT);
         int32_t delta = get32(b + LAST_OFFSET_DELTA_AT);
         /* DefaultRecordBatch.lastSequence: NO_SEQUENCE stays NO_SEQUENCE */
-        int32_t last_seq = base_seq == -1 ? -1 : increment_sequence(base_seq, delta);
+        int64_t last_seq = base_seq == -1 ? -1 : increment_sequence(base_seq, delta);
         int64_t base = get64(b + BASE_OFFSET_AT);
         int attributes = (b[ATTRIBUTES_AT] << 8) | b[ATTRIBUTES_AT + 1];
         PyObject *item = Py_BuildValue(
-            "(nLiiiLLLOO)", positions[i], (long long)producer_id, (int)(int16_t)((b[PRODUCER_EPOCH_AT] << 8) | b[PRODUCER_EPOCH_AT + 1]),
-            (int)base_seq, (int)last_seq, (long long)get64(b + MAX_TIMESTAMP_AT), (long long)base,
+            "(nLiiLLLLOO)", positions[i], (long long)producer_id, (int)(int16_t)((b[PRODUCER_EPOCH_AT] << 8) | b[PRODUCER_EPOCH_AT + 1]),
+            (int)base_seq, (long long)last_seq, (long long)get64(b + MAX_TIMESTAMP_AT), (long long)base,
             (long long)(base + delta), (attributes & TRANSACTIONAL_MASK) ? Py_True : Py_False,
             (attributes & CONTROL_MASK) ? Py_True : Py_False);
         if (item == NULL || PyList_Append(out, item) < 0) {

@@ -17,21 +17,32 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kafkalog import Log, LogConfig, native
-from kafkalog.append_request import FAILED, ROLL, WRITTEN, ProducerBatch, append_request, write_prepared_py
+from kafkalog.append_request import (
+    FAILED,
+    ROLL,
+    WRITTEN,
+    ProducerBatch,
+    append_request,
+    append_request_py,
+    write_prepared_py,
+)
 from kafkalog.errors import KafkalogError
+from kafkalog.log_append import rules_of
 from kafkalog.memory_records_builder import RecordBatchBuilder
 from kafkalog.producer_state.manager import AppendOrigin
 from kafkalog.record import MAGIC_V2, ControlRecordType
+from kafkalog.recordbatch import increment_sequence
 from kafkalog.segment import LogSegment
 from conftest import examples
 from test_append_request import _Files, _plain_batches, segment_states
-from test_native_append import NOW
+from test_native_append import NOW, _fix_crc
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="kafkalog._native is not built")
 
@@ -303,3 +314,24 @@ def test_a_full_disk_during_an_idempotent_append_is_cut_back(tmp_path, monkeypat
         assert not info.duplicate and (info.first_offset, info.last_offset) == (3, 6)
         assert log.producer_state.last_entry(7).last_seq == 6
         assert [b.base_offset for b in log.read(0, 1 << 20).batches()] == [0, 3]
+
+
+@pytest.mark.parametrize("base_seq, delta, count", [
+    (-5, 0, 1), (2**31 - 1, 2, 3), (7, 2**31 - 1, 1), (-5, -2**31, 0), (-2**31, -1, 0),
+])
+def test_header_facts_of_odd_follower_sequences_match_the_twin(base_seq, delta, count):
+    """A follower's batch keeps what the leader wrote, odd sequences included (no rule refuses a
+    negative base sequence there): the compiled facts equal the twin's (64-bit sequence sums,
+    Kafka's wrap past 2**31-1), with no int32 overflow in C."""
+    buf = bytearray(_batch(7, 0, 0, 1))
+    struct.pack_into(">i", buf, 53, base_seq)  # baseSequence
+    struct.pack_into(">i", buf, 23, delta)  # lastOffsetDelta
+    struct.pack_into(">i", buf, 57, count)  # the declared count (0: emptied by compaction, any delta)
+    _fix_crc(buf)
+    struct.pack_into(">q", buf, 0, 2**33)  # the leader's base offset (outside the CRC): past the log end
+    common = dict(leader=False, log_end_offset=40, log_start_offset=0, config=LogConfig(), now_ms=NOW,
+                  leader_epoch=None, from_client=False, segment=None, partition="t-0", file="t-0")
+    out = native._compiled.append_request(bytes(buf), False, 40, NOW, *rules_of(LogConfig()), False, False, -1, None)
+    twin = append_request_py(memoryview(bytes(buf)), **common)
+    assert out[12] == twin[12] and len(out[12]) == 1
+    assert out[12][0][4] == increment_sequence(base_seq, delta)
