@@ -626,9 +626,10 @@ class Log:
     def _append_prepared(
         self, prepared: PreparedAppend, count: int, assign_offsets: bool, origin: AppendOrigin, now: int
     ) -> LogAppendInfo:
-        """The rest of an append checked but not written by :func:`append_request`: producer
-        state, the roll (Kafka rolls only between appends, so the request goes whole into the
-        new segment), epochs, the write through :meth:`LogSegment.append`."""
+        """The rest of an append of v0/v1 batches, checked but not written by
+        :func:`append_request`: producer state (none for these magics), the roll (Kafka rolls
+        only between appends, so the request goes whole into the new segment), the epochs (a
+        v0/v1 batch clears the cache), the write through :meth:`LogSegment.append`."""
         source = prepared.source_compression
         data, batches = prepared.data, prepared.batches
         first_offset, last_offset = prepared.first_offset, prepared.last_offset
