@@ -156,7 +156,7 @@ def test_producer_logs_are_identical_on_both_cores(tmp_path_factory, requests, s
         with native.use(pure=pure):
             with Log.open(leader_dir, config, clock=lambda: NOW) as leader:
                 for data, origin in requests:
-                    infos.append(_outcome(lambda: leader.append(data, origin=origin, leader_epoch=5 if stamp else None)))
+                    infos.append(_outcome(lambda d=data, o=origin: leader.append(d, origin=o, leader_epoch=5 if stamp else None)))
                     if not pure:
                         event("outcome: " + (infos[-1].__name__ if isinstance(infos[-1], type)
                                              else "duplicate" if infos[-1].duplicate else "appended"))
@@ -169,7 +169,7 @@ def test_producer_logs_are_identical_on_both_cores(tmp_path_factory, requests, s
                         fetched.append(piece.read(0, piece.size_in_bytes))
             with Log.open(follower_dir, config, clock=lambda: NOW) as follower:
                 for chunk in fetched:
-                    infos.append(_outcome(lambda: follower.append_as_follower(chunk)))
+                    infos.append(_outcome(lambda c=chunk: follower.append_as_follower(c)))
                 follower_state = _state(follower)
         results.append((infos, leader_state, follower_state, _files(leader_dir), _files(follower_dir)))
     assert results[0] == results[1]
@@ -329,9 +329,10 @@ def test_header_facts_of_odd_follower_sequences_match_the_twin(base_seq, delta, 
     struct.pack_into(">i", buf, 57, count)  # the declared count (0: emptied by compaction, any delta)
     _fix_crc(buf)
     struct.pack_into(">q", buf, 0, 2**33)  # the leader's base offset (outside the CRC): past the log end
-    common = dict(leader=False, log_end_offset=40, log_start_offset=0, config=LogConfig(), now_ms=NOW,
-                  leader_epoch=None, from_client=False, segment=None, partition="t-0", file="t-0")
     out = native._compiled.append_request(bytes(buf), False, 40, NOW, *rules_of(LogConfig()), False, False, -1, None)
-    twin = append_request_py(memoryview(bytes(buf)), **common)
+    twin = append_request_py(
+        memoryview(bytes(buf)), leader=False, log_end_offset=40, log_start_offset=0, config=LogConfig(), now_ms=NOW,
+        leader_epoch=None, from_client=False, segment=None, partition="t-0", file="t-0",
+    )
     assert out[12] == twin[12] and len(out[12]) == 1
     assert out[12][0][4] == increment_sequence(base_seq, delta)

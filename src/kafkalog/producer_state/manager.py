@@ -135,7 +135,7 @@ class ProducerAppendInfo:
     :class:`TransactionCoordinatorFencedError`); after an error the append info must be dropped.
     """
 
-    __slots__ = ("producer_id", "origin", "_current", "_updated", "_transactions")
+    __slots__ = ("_current", "_transactions", "_updated", "origin", "producer_id")
 
     def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin) -> None:
         self.producer_id = producer_id
