@@ -14,6 +14,7 @@ from ..varint import INT32_MAX
 #: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
 NUM_BATCHES_TO_RETAIN = 5
 _new_entry = object.__new__
+_new_tuple = tuple.__new__
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -174,8 +175,12 @@ class ProducerStateEntry:
     def _add_batch(
         self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int
     ) -> None:
-        self._maybe_update_producer_epoch(producer_epoch)
-        self._batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))  # maxlen drops the oldest
+        if self._producer_epoch != producer_epoch:  # _maybe_update_producer_epoch, inline: once per batch
+            self._batches.clear()
+            self._producer_epoch = producer_epoch
+        # BatchMetadata's fields in order (without the NamedTuple's Python-level __new__); maxlen
+        # drops the oldest
+        self._batches.append(_new_tuple(BatchMetadata, (last_seq, last_offset, offset_delta, timestamp)))
         self._last_timestamp = timestamp
 
     def _update(
