@@ -236,10 +236,12 @@ def main() -> None:
             jw = k_app["jvm_write"] if k_app else None
             for i, when in ((0, "all batches"), (1, "from the 3rd"), (2, "CPU time")):
                 key = ("us_per_batch", "us_per_batch_from_3rd", "cpu_us_per_batch")[i]
+                # a driver built before the CPU-time figure (rebuild with benchmarks/jvm/build.sh) has no such key
+                known = ka is not None and key in ka and key in jw
                 rows.append([f"append, {label}, {when}",
-                             f"{ka[key]:.1f} µs ({jw[key] / ka[key]:.2f} of raw)" if ka else "-",
+                             f"{ka[key]:.1f} µs ({jw[key] / ka[key]:.2f} of raw)" if known else "-",
                              f"{ours[i]:.1f} µs ({raw[i] / ours[i]:.2f} of raw)",
-                             ratio(ka[key] if ka else None, ours[i])])
+                             ratio(ka[key] if known else None, ours[i])])
             if producer:
                 continue
             kd = k_dec["records_per_s"] if k_dec else None
