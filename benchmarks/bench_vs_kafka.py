@@ -14,6 +14,10 @@ installation's jars), run beside kafkalog on the very files this script generate
     write of the same buffers in the same process: FileChannel.write / os.write. Per-batch
     microseconds over all batches and from the 3rd batch on (the first calls of a fresh log or
     segment pay for opening indexes).
+  * APPEND WITH PRODUCER IDS: the same, on files whose batches carry an idempotent producer's
+    id, epoch and in-order sequences (as every idempotent or transactional client sends them).
+    Kafka adds UnifiedLog.analyzeAndValidateProducerState (duplicate check, ProducerAppendInfo)
+    and ProducerStateManager.update; kafkalog its producer-state checks and update.
   * DECODE. Kafka: MemoryRecords iteration with every batch's CRC checked, every key and value
     copied into a byte[]; kafkalog: decode_columns(MemoryRecords(buf)) with validate=True
     (CRC-32C of every batch), keys and values copied into their columns.
@@ -55,13 +59,19 @@ JVM_FLAGS = ["-server", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMilli
 SHAPES = ((1024, 15), (100, 134))
 
 
-def make_file(path: Path, value_size: int, per_batch: int, batches: int, seed: int) -> int:
-    """Write ``batches`` v2 batches (base offset 0, as a producer sends them); returns records."""
+#: The idempotent producer of the producer-id files.
+PRODUCER_ID, PRODUCER_EPOCH = 4242, 0
+
+
+def make_file(path: Path, value_size: int, per_batch: int, batches: int, seed: int, producer: bool = False) -> int:
+    """Write ``batches`` v2 batches (base offset 0, as a producer sends them), with an idempotent
+    producer's id and in-order sequences when ``producer``; returns records."""
     rng = random.Random(seed)
     Builder = KL.memory_records_builder.RecordBatchBuilder
     with open(path, "wb") as f:
         for b in range(batches):
-            builder = Builder(magic=2, base_offset=0)
+            ids = dict(producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH, base_sequence=b * per_batch) if producer else {}
+            builder = Builder(magic=2, base_offset=0, **ids)
             for i in range(per_batch):
                 builder.append(b"k%07d" % (b * per_batch + i), rng.randbytes(value_size),
                                timestamp=1_700_000_000_000 + b)
@@ -78,14 +88,16 @@ def frame(buf: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def per_batch(ns: list[int]) -> tuple[float, float]:
-    """Microseconds a batch over all batches and from the 3rd on."""
-    return sum(ns) / 1e3 / len(ns), sum(ns[2:]) / 1e3 / max(1, len(ns) - 2)
+def per_batch(ns: list[int]) -> tuple[float, float, float]:
+    """Microseconds a batch over all batches and from the 3rd on (wall clock), and the thread's
+    CPU time a batch (``ns``'s last slot: the round's ``time.thread_time_ns``)."""
+    cpu, ns = ns[-1], ns[:-1]
+    return sum(ns) / 1e3 / len(ns), sum(ns[2:]) / 1e3 / max(1, len(ns) - 2), cpu / 1e3 / len(ns)
 
 
-def best(rounds: list[list[int]]) -> tuple[float, float]:
+def best(rounds: list[list[int]]) -> tuple[float, float, float]:
     figures = [per_batch(ns) for ns in rounds]
-    return min(f[0] for f in figures), min(f[1] for f in figures)
+    return min(f[0] for f in figures), min(f[1] for f in figures), min(f[2] for f in figures)
 
 
 def kafkalog_append_round(buf: bytes, batches: list[tuple[int, int]], root: Path) -> list[int]:
@@ -99,10 +111,12 @@ def kafkalog_append_round(buf: bytes, batches: list[tuple[int, int]], root: Path
     append = log.append
     try:
         gc.disable()
+        cpu0 = time.thread_time_ns()
         for i, item in enumerate(items):
             t0 = pc()
             append(item)
             ns[i] = pc() - t0
+        ns.append(time.thread_time_ns() - cpu0)
     finally:
         gc.enable()
         log.close()
@@ -118,10 +132,12 @@ def os_write_round(buf: bytes, batches: list[tuple[int, int]], root: Path) -> li
     pc = time.perf_counter_ns
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
     try:
+        cpu0 = time.thread_time_ns()
         for i, item in enumerate(items):
             t0 = pc()
             os.write(fd, item)
             ns[i] = pc() - t0
+        ns.append(time.thread_time_ns() - cpu0)
     finally:
         os.close(fd)
         os.unlink(path)
@@ -188,12 +204,12 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="kafkalog-vs-kafka-") as tmp:
         root = Path(tmp)
-        for value_size, records in SHAPES:
-            data = root / f"batches-{value_size}.bin"
-            n_records = make_file(data, value_size, records, args.batches, seed=value_size)
+        for (value_size, records), producer in [(shape, p) for p in (False, True) for shape in SHAPES]:
+            data = root / f"batches-{value_size}{'-pid' if producer else ''}.bin"
+            n_records = make_file(data, value_size, records, args.batches, seed=value_size, producer=producer)
             buf = data.read_bytes()
             batches = frame(buf)
-            label = f"{value_size} B values"
+            label = f"{value_size} B values" + (", producer ids" if producer else "")
             progress(f"{label}: kafkalog append")
             appends, writes = [], []
             kafkalog_append_round(buf, batches, root)  # warm-up
@@ -201,25 +217,33 @@ def main() -> None:
                 appends.append(kafkalog_append_round(buf, batches, root))
                 writes.append(os_write_round(buf, batches, root))
             ours, raw = best(appends), best(writes)
-            progress(f"{label}: kafkalog decode")
-            dec_s, dec_n = kafkalog_decode(buf, args.rounds)
-            assert dec_n == n_records, (dec_n, n_records)
+            dec_s = dec_n = None
+            if not producer:
+                progress(f"{label}: kafkalog decode")
+                dec_s, dec_n = kafkalog_decode(buf, args.rounds)
+                assert dec_n == n_records, (dec_n, n_records)
             k_app = k_dec = None
             if cp:
                 progress(f"{label}: Kafka (JVM)")
-                k_app = jvm(cp, "append", str(data), str(root / "jvm-segment"), str(args.jvm_warmup), str(args.rounds))
-                k_dec = jvm(cp, "decode", str(data), str(args.jvm_warmup), str(args.rounds))
-            shape = out["shapes"][value_size] = {
-                "kafkalog_append_us": ours, "os_write_us": raw, "kafkalog_decode_records_per_s": dec_n / dec_s,
+                k_app = jvm(cp, "append-pid" if producer else "append", str(data), str(root / "jvm-segment"),
+                            str(args.jvm_warmup), str(args.rounds))
+                if not producer:
+                    k_dec = jvm(cp, "decode", str(data), str(args.jvm_warmup), str(args.rounds))
+            shape = out["shapes"][f"{value_size}-pid" if producer else value_size] = {
+                "kafkalog_append_us": ours, "os_write_us": raw, "kafkalog_decode_records_per_s": dec_n / dec_s if dec_s else None,
                 "kafka_append": k_app, "kafka_decode": k_dec}
             ka = k_app["kafka_append"] if k_app else None
             jw = k_app["jvm_write"] if k_app else None
-            for i, when in ((0, "all batches"), (1, "from the 3rd")):
-                key = "us_per_batch" if i == 0 else "us_per_batch_from_3rd"
+            for i, when in ((0, "all batches"), (1, "from the 3rd"), (2, "CPU time")):
+                key = ("us_per_batch", "us_per_batch_from_3rd", "cpu_us_per_batch")[i]
+                # a driver built before the CPU-time figure (rebuild with benchmarks/jvm/build.sh) has no such key
+                known = ka is not None and key in ka and key in jw
                 rows.append([f"append, {label}, {when}",
-                             f"{ka[key]:.1f} µs ({jw[key] / ka[key]:.2f} of raw)" if ka else "-",
+                             f"{ka[key]:.1f} µs ({jw[key] / ka[key]:.2f} of raw)" if known else "-",
                              f"{ours[i]:.1f} µs ({raw[i] / ours[i]:.2f} of raw)",
-                             ratio(ka[key] if ka else None, ours[i])])
+                             ratio(ka[key] if known else None, ours[i])])
+            if producer:
+                continue
             kd = k_dec["records_per_s"] if k_dec else None
             rows.append([f"decode with CRC, {label}", f"{kd / 1e6:.2f} M rec/s" if kd else "-",
                          f"{shape['kafkalog_decode_records_per_s'] / 1e6:.2f} M rec/s",
@@ -227,7 +251,8 @@ def main() -> None:
     print()
     print(table(["path", "Kafka 3.8 (JVM)", "kafkalog", "kafkalog / Kafka"], rows))
     print("\n(append: µs a batch, with the raw write of the same buffers in the same process as a "
-          "fraction of it; ratio > 1 means kafkalog is faster)")
+          "fraction of it; ratio > 1 means kafkalog is faster; 'CPU time': the appending thread's user + "
+          "system time a batch, which other processes on a loaded machine do not inflate)")
     for msg in NOTES:
         print(f"note: {msg}")
     if args.json:

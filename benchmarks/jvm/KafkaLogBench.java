@@ -10,6 +10,11 @@
  *       private), LogValidator.validateMessagesAndAssignOffsets, LogSegment.append (offset and
  *       time index entries every index.interval.bytes = 4096) into a fresh segment in DIR;
  *       beside it FileChannel.write of the same buffers (the JVM's raw write).
+ *   append-pid FILE DIR WARMUP ROUNDS  the same for batches with producer ids (an idempotent
+ *       producer's): between the validator and the segment write, UnifiedLog's
+ *       analyzeAndValidateProducerState (duplicate check against the producer's last entry,
+ *       ProducerStateManager.prepareUpdate, ProducerAppendInfo.append) and after the write
+ *       ProducerStateManager.update and updateMapEndOffset, as UnifiedLog.append does.
  *   decode FILE WARMUP ROUNDS  MemoryRecords over FILE's bytes: every batch's CRC checked, every
  *       record's key and value copied into a byte[].
  *
@@ -19,6 +24,8 @@
 
 import java.io.File;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
@@ -26,7 +33,10 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.compress.Compression;
@@ -48,6 +58,10 @@ import org.apache.kafka.storage.internals.log.AppendOrigin;
 import org.apache.kafka.storage.internals.log.LazyIndex;
 import org.apache.kafka.storage.internals.log.LogSegment;
 import org.apache.kafka.storage.internals.log.LogValidator;
+import org.apache.kafka.storage.internals.log.ProducerAppendInfo;
+import org.apache.kafka.storage.internals.log.ProducerStateEntry;
+import org.apache.kafka.storage.internals.log.ProducerStateManager;
+import org.apache.kafka.storage.internals.log.ProducerStateManagerConfig;
 import org.apache.kafka.storage.internals.log.TransactionIndex;
 
 public final class KafkaLogBench {
@@ -55,6 +69,7 @@ public final class KafkaLogBench {
     private static final int INDEX_INTERVAL_BYTES = 4096;  // index.interval.bytes default
     private static final int MAX_INDEX_SIZE = 10 * 1024 * 1024;  // segment.index.bytes default
     private static final TopicPartition TP = new TopicPartition("bench", 0);
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
     private static final LogValidator.MetricsRecorder NO_METRICS = new LogValidator.MetricsRecorder() {
         public void recordInvalidMagic() { }
@@ -103,9 +118,13 @@ public final class KafkaLogBench {
     }
 
     /** One leader-append round into a fresh segment: nanoseconds per batch. */
-    private static long[] appendRound(byte[] bytes, int[][] batches, File dir) throws IOException {
+    private static long[] appendRound(byte[] bytes, int[][] batches, File dir, boolean producers) throws IOException {
         deleteDir(dir);
         dir.mkdirs();
+        // UnifiedLog's producer state (transaction.max.timeout.ms and producer.id.expiration.ms defaults).
+        ProducerStateManager state = producers
+            ? new ProducerStateManager(TP, dir, 900000, new ProducerStateManagerConfig(86400000, false), Time.SYSTEM)
+            : null;
         FileRecords log = FileRecords.open(new File(dir, "00000000000000000000.log"));
         LogSegment segment = new LogSegment(log,
             LazyIndex.forOffset(new File(dir, "00000000000000000000.index"), 0L, MAX_INDEX_SIZE),
@@ -116,8 +135,9 @@ public final class KafkaLogBench {
         ByteBuffer[] buffers = new ByteBuffer[batches.length];
         for (int i = 0; i < batches.length; i++)
             buffers[i] = ByteBuffer.wrap(Arrays.copyOfRange(bytes, batches[i][0], batches[i][0] + batches[i][1]));
-        long[] ns = new long[batches.length];
+        long[] ns = new long[batches.length + 1];  // the last slot: the loop's thread CPU time
         PrimitiveRef.LongRef offsetCounter = PrimitiveRef.ofLong(0L);
+        long cpu0 = THREADS.getCurrentThreadCpuTime();
         for (int i = 0; i < batches.length; i++) {
             long t0 = System.nanoTime();
             MemoryRecords records = MemoryRecords.readableRecords(buffers[i]);
@@ -127,12 +147,40 @@ public final class KafkaLogBench {
                 Long.MAX_VALUE, Long.MAX_VALUE, 0, AppendOrigin.CLIENT, MetadataVersion.IBP_3_8_IV0);
             LogValidator.ValidationResult result =
                 validator.validateMessagesAndAssignOffsets(offsetCounter, NO_METRICS, BufferSupplier.NO_CACHING);
+            Map<Long, ProducerAppendInfo> updated = producers ? analyzeProducers(state, result.validatedRecords) : null;
+            if (updated == null && producers) {
+                ns[i] = System.nanoTime() - t0;  // a duplicate: nothing written (not in these files)
+                continue;
+            }
             segment.append(offsetCounter.value - 1, result.maxTimestampMs, result.shallowOffsetOfMaxTimestamp,
                 result.validatedRecords);
+            if (producers) {
+                for (ProducerAppendInfo info : updated.values()) state.update(info);
+                state.updateMapEndOffset(offsetCounter.value);
+            }
             ns[i] = System.nanoTime() - t0;
         }
+        ns[batches.length] = THREADS.getCurrentThreadCpuTime() - cpu0;
         segment.close();
         return ns;
+    }
+
+    /** UnifiedLog.analyzeAndValidateProducerState for a client's data batches (3.8, a Scala
+     * private method, re-stated here): null for a duplicate, else the producers' append infos. */
+    private static Map<Long, ProducerAppendInfo> analyzeProducers(ProducerStateManager state, MemoryRecords records) {
+        Map<Long, ProducerAppendInfo> updated = new HashMap<>();
+        for (MutableRecordBatch batch : records.batches()) {
+            if (!batch.hasProducerId()) continue;
+            Optional<ProducerStateEntry> last = state.lastEntry(batch.producerId());
+            if (last.isPresent() && last.get().findDuplicateBatch(batch).isPresent()) return null;
+            ProducerAppendInfo info = updated.get(batch.producerId());
+            if (info == null) {
+                info = state.prepareUpdate(batch.producerId(), AppendOrigin.CLIENT);
+                updated.put(batch.producerId(), info);
+            }
+            info.append(batch, Optional.empty());
+        }
+        return updated;
     }
 
     /** FileChannel.write of the same buffers, one call per batch: the JVM's raw write. */
@@ -142,7 +190,8 @@ public final class KafkaLogBench {
         ByteBuffer[] buffers = new ByteBuffer[batches.length];
         for (int i = 0; i < batches.length; i++)
             buffers[i] = ByteBuffer.wrap(bytes, batches[i][0], batches[i][1]);
-        long[] ns = new long[batches.length];
+        long[] ns = new long[batches.length + 1];
+        long cpu0 = THREADS.getCurrentThreadCpuTime();
         try (FileChannel ch = FileChannel.open(new File(dir, "raw.log").toPath(),
                 StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.APPEND)) {
             for (int i = 0; i < batches.length; i++) {
@@ -151,6 +200,7 @@ public final class KafkaLogBench {
                 ns[i] = System.nanoTime() - t0;
             }
         }
+        ns[batches.length] = THREADS.getCurrentThreadCpuTime() - cpu0;
         return ns;
     }
 
@@ -160,30 +210,35 @@ public final class KafkaLogBench {
         return s;
     }
 
-    /** Per-batch microseconds of the best round: over all batches and from the 3rd on. */
+    /** Per-batch microseconds of the best round: over all batches and from the 3rd on (wall
+     * clock), and the thread's CPU time a batch (user + system: what a loaded machine does not
+     * inflate), from each round's last slot. */
     private static String perBatch(String name, List<long[]> rounds) {
-        long bestAll = Long.MAX_VALUE, bestFrom3 = Long.MAX_VALUE;
-        int n = rounds.get(0).length;
-        for (long[] ns : rounds) {
+        long bestAll = Long.MAX_VALUE, bestFrom3 = Long.MAX_VALUE, bestCpu = Long.MAX_VALUE;
+        int n = rounds.get(0).length - 1;
+        for (long[] slots : rounds) {
+            long[] ns = Arrays.copyOf(slots, n);
             bestAll = Math.min(bestAll, sum(ns, 0));
             bestFrom3 = Math.min(bestFrom3, sum(ns, Math.min(2, n)));
+            bestCpu = Math.min(bestCpu, slots[n]);
         }
-        return String.format("\"%s\": {\"us_per_batch\": %.3f, \"us_per_batch_from_3rd\": %.3f, \"seconds\": %.6f}",
-            name, bestAll / 1e3 / n, bestFrom3 / 1e3 / Math.max(1, n - 2), bestAll / 1e9);
+        return String.format("\"%s\": {\"us_per_batch\": %.3f, \"us_per_batch_from_3rd\": %.3f, \"seconds\": %.6f, "
+            + "\"cpu_us_per_batch\": %.3f}", name, bestAll / 1e3 / n, bestFrom3 / 1e3 / Math.max(1, n - 2), bestAll / 1e9,
+            bestCpu / 1e3 / n);
     }
 
-    private static void append(String file, String dirName, int warmup, int rounds) throws IOException {
+    private static void append(String file, String dirName, int warmup, int rounds, boolean producers) throws IOException {
         byte[] bytes = Files.readAllBytes(Path.of(file));
         int[][] batches = frame(bytes);
         File dir = new File(dirName);
-        for (int r = 0; r < warmup; r++) { appendRound(bytes, batches, dir); writeRound(bytes, batches, dir); }
+        for (int r = 0; r < warmup; r++) { appendRound(bytes, batches, dir, producers); writeRound(bytes, batches, dir); }
         List<long[]> appends = new ArrayList<>(), writes = new ArrayList<>();
         for (int r = 0; r < rounds; r++) {  // interleaved, as the Python side does
-            appends.add(appendRound(bytes, batches, dir));
+            appends.add(appendRound(bytes, batches, dir, producers));
             writes.add(writeRound(bytes, batches, dir));
         }
         deleteDir(dir);
-        System.out.println("{\"mode\": \"append\", \"batches\": " + batches.length + ", \"bytes\": " + bytes.length
+        System.out.println("{\"mode\": \"" + (producers ? "append-pid" : "append") + "\", \"batches\": " + batches.length + ", \"bytes\": " + bytes.length
             + ", " + perBatch("kafka_append", appends) + ", " + perBatch("jvm_write", writes) + "}");
     }
 
@@ -226,12 +281,12 @@ public final class KafkaLogBench {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length >= 5 && args[0].equals("append")) {
-            append(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+        if (args.length >= 5 && (args[0].equals("append") || args[0].equals("append-pid"))) {
+            append(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), args[0].equals("append-pid"));
         } else if (args.length >= 4 && args[0].equals("decode")) {
             decode(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
         } else {
-            System.err.println("usage: KafkaLogBench append FILE DIR WARMUP ROUNDS | decode FILE WARMUP ROUNDS");
+            System.err.println("usage: KafkaLogBench append|append-pid FILE DIR WARMUP ROUNDS | decode FILE WARMUP ROUNDS");
             System.exit(2);
         }
     }

@@ -15,7 +15,10 @@ return the same :data:`Result`:
 * ``PREPARED``: checked, not written, because a decision per request is Python's: a batch
   carries a producer id (sequence and epoch checks), a batch is v0/v1 (the epoch cache is
   cleared), or no segment was given. ``data`` holds a leader's rewritten bytes (None for a
-  follower: the caller's own bytes) and ``positions`` its batches.
+  follower: the caller's own bytes), ``positions`` its batches and ``producers`` the header facts
+  of the batches with a producer id (:class:`ProducerBatch`; None when a batch is v0/v1). Once
+  the producer state has been checked from those facts, :func:`write_prepared` writes the same
+  bytes (the compiled ``_native.append_write``, or its twin :func:`write_prepared_py`).
 * ``ROLL``: the same, because the request does not go into the active segment as it is (Kafka's
   ``shouldRoll``: size, age, full index, relative offset range) or an index rule would refuse
   the entry; Kafka rolls only between appends, so the caller rolls and writes it whole.
@@ -35,7 +38,6 @@ from . import native
 from .errors import RecordTooLargeError
 from .index import OffsetIndex, TimeIndex
 from .log_append import (
-    PreparedAppend,
     analyze_records,
     prepare_follower_append,
     rules_of,
@@ -98,6 +100,28 @@ class Result(NamedTuple):
     indexed: int  # WRITTEN: 0, 1 (an offset entry) or 2 (offset and time entries)
     data: bytes | bytearray | None  # PREPARED/ROLL: a leader's rewritten bytes
     positions: tuple[int, ...] | None  # PREPARED/ROLL: where the batches start in them
+    #: PREPARED/ROLL: the fields of ProducerBatch of each batch with a producer id, () when none
+    #: has one, None when a batch is v0/v1 (Python writes those); WRITTEN: ().
+    producers: tuple[tuple, ...] | None
+
+
+class ProducerBatch(NamedTuple):
+    """The header facts of one v2 batch with a producer id, as the producer-state checks read
+    them (:meth:`kafkalog.producer_state.manager.ProducerStateManager.analyze_batches`: Kafka's
+    ``analyzeAndValidateProducerState`` reads only the batch header of a data batch)."""
+
+    position: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    max_timestamp: int
+    base_offset: int
+    last_offset: int
+    is_transactional: bool
+    is_control: bool
+
+    magic = MAGIC_V2  # only v2 batches have producer state
 
 
 def append_request(
@@ -187,16 +211,20 @@ def append_request_py(
         )
     framed = prepared.batches
     epochs, previous = [], -1
-    producer = legacy = False
-    positions, at = [], 0
+    legacy = False
+    positions, producers, at = [], [], 0
     for batch in framed:
+        position = at
         positions.append(at)  # the batches lie end to end from the start of the data
         at += batch.size_in_bytes
         if batch.magic < MAGIC_V2:
             legacy = True
             continue
         if batch.producer_id >= 0:
-            producer = True
+            producers.append((
+                position, batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.last_sequence,
+                batch.max_timestamp, batch.base_offset, batch.last_offset, batch.is_transactional, batch.is_control,
+            ))
         epoch = batch.partition_leader_epoch
         if epoch >= 0 and epoch != previous:
             previous = epoch
@@ -204,35 +232,62 @@ def append_request_py(
     result = Result(
         PREPARED, prepared.first_offset, prepared.last_offset, prepared.max_timestamp,
         prepared.offset_of_max_timestamp, size, count, codec, epochs, 0,
-        prepared.data if leader else None, tuple(positions),
+        prepared.data if leader else None, tuple(positions), None if legacy else tuple(producers),
     )
-    if producer or legacy or segment is None:
+    if producers or legacy or segment is None:
         return result
-    job = SegmentJob(*segment)
-    placed = _placement(job, result)
-    if placed is None:
+    written = write_prepared_py(prepared.data, segment, result.last_offset, result.max_timestamp,
+                                result.offset_of_max_timestamp)
+    if written[0] == WRITTEN:
+        return result._replace(status=WRITTEN, indexed=written[1], data=None, positions=None)
+    if written[0] == ROLL:
         return result._replace(status=ROLL)
-    return _write(job, prepared, result, *placed)
+    return written
 
 
-def _placement(job: SegmentJob, r: Result) -> tuple[int, int] | None:
+def write_prepared(data, segment: tuple, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> tuple:
+    """Write a request :func:`append_request` checked but left to Python (``data``: a leader's
+    rewritten bytes or a follower's own) into the segment ``segment`` describes, with its index
+    entries: ``(WRITTEN, indexed)``, ``(ROLL,)`` when the segment cannot take it as it is (the
+    caller rolls, or writes through :meth:`kafkalog.segment.LogSegment.append`, which words an
+    index rule's error), or ``(FAILED, stage, errno, written)``."""
+    ext = native.ext
+    if ext is not None:
+        return ext.append_write(data, segment, last_offset, max_timestamp, offset_of_max_timestamp,
+                                None if os.pwrite is _PWRITE else os.pwrite)
+    return write_prepared_py(data, segment, last_offset, max_timestamp, offset_of_max_timestamp)
+
+
+def write_prepared_py(data, segment: tuple, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> tuple:
+    """The pure twin of ``_native.append_write`` (see :func:`write_prepared`)."""
+    job = SegmentJob(*segment)
+    size = memoryview(data).nbytes
+    placed = _placement(job, size, last_offset, max_timestamp, offset_of_max_timestamp)
+    if placed is None:
+        return (ROLL,)
+    return _write(job, data, size, last_offset, *placed)
+
+
+def _placement(
+    job: SegmentJob, size: int, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int
+) -> tuple[int, int] | None:
     """Kafka's ``shouldRoll`` for this request and the index rules that would refuse its
     entries: None when the request must go the pure way, else the segment's max timestamp and
     its offset after it."""
     position = job.position
-    if position > job.max_segment_bytes - r.valid_bytes:
+    if position > job.max_segment_bytes - size:
         return None
-    if position > 0 and job.roll_ts >= 0 and r.max_timestamp - job.roll_ts > job.roll_ms:
+    if position > 0 and job.roll_ts >= 0 and max_timestamp - job.roll_ts > job.roll_ms:
         return None
     if job.oi_entries >= job.oi_capacity or job.ti_entries >= job.ti_capacity - 1:
         return None
-    if not 0 <= r.last_offset - job.base_offset <= _INT32_MAX or position > _INT32_MAX:
+    if not 0 <= last_offset - job.base_offset <= _INT32_MAX or position > _INT32_MAX:
         return None
     max_ts, max_ts_offset = job.seg_max_ts, job.seg_max_ts_offset
-    if r.max_timestamp > max_ts:
-        max_ts, max_ts_offset = r.max_timestamp, r.offset_of_max_timestamp
+    if max_timestamp > max_ts:
+        max_ts, max_ts_offset = max_timestamp, offset_of_max_timestamp
     if job.bytes_since_index > job.index_interval:
-        if job.oi_entries and r.last_offset <= job.oi_last_offset:
+        if job.oi_entries and last_offset <= job.oi_last_offset:
             return None
         if job.ti_entries and (max_ts_offset < job.ti_last_offset or max_ts < job.ti_last_ts):
             return None
@@ -258,29 +313,30 @@ def _pwrite_all(fd: int, data, position: int) -> int:
     return written
 
 
-def _write(job: SegmentJob, prepared: PreparedAppend, r: Result, max_ts: int, max_ts_offset: int) -> tuple:
+def _write(job: SegmentJob, data, size: int, last_offset: int, max_ts: int, max_ts_offset: int) -> tuple:
     """``LogSegment._append_at`` on descriptors: the log write, then every
-    ``index.interval.bytes`` an offset entry and, when the max timestamp grew, a time entry."""
+    ``index.interval.bytes`` an offset entry and, when the max timestamp grew, a time entry:
+    ``(WRITTEN, indexed)`` or ``(FAILED, stage, errno, written)``."""
     try:
-        _pwrite_all(job.fd, prepared.data, job.position)
+        _pwrite_all(job.fd, data, job.position)
     except OSError as e:
         return (FAILED, STAGE_LOG, e.errno, e.written)  # type: ignore[attr-defined]
     indexed = 0
     if job.bytes_since_index > job.index_interval:
-        entry = _OFFSET_ENTRY.pack(r.last_offset - job.base_offset, job.position)
+        entry = _OFFSET_ENTRY.pack(last_offset - job.base_offset, job.position)
         try:
             _pwrite_all(job.oi_fd, entry, job.oi_entries * len(entry))
         except OSError as e:
-            return (FAILED, STAGE_OFFSET_INDEX, e.errno, r.valid_bytes)
+            return (FAILED, STAGE_OFFSET_INDEX, e.errno, size)
         indexed = 1
         if max_ts > job.ti_last_ts:
             entry = _TIME_ENTRY.pack(max_ts, max_ts_offset - job.base_offset)
             try:
                 _pwrite_all(job.ti_fd, entry, job.ti_entries * len(entry))
             except OSError as e:
-                return (FAILED, STAGE_TIME_INDEX, e.errno, r.valid_bytes)
+                return (FAILED, STAGE_TIME_INDEX, e.errno, size)
             indexed = 2
-    return r._replace(status=WRITTEN, indexed=indexed, data=None, positions=None)
+    return (WRITTEN, indexed)
 
 
 def batches_of(result: tuple, view: memoryview, file: str) -> list[RecordBatch]:
@@ -289,8 +345,28 @@ def batches_of(result: tuple, view: memoryview, file: str) -> list[RecordBatch]:
     data, positions = result[10], result[11]
     if data is not None:
         return [batch_class(data[p + 16])(data, p) for p in positions]
-    return [
-        DefaultRecordBatch(view, p, position=p, file=file) if view[p + 16] >= MAGIC_V2
-        else batch_class(view[p + 16])(view, p, position=p, file=file)
-        for p in positions
-    ]
+    return [_batch_at(view, p, file) for p in positions]
+
+
+def producer_batches(result: tuple, view: memoryview, file: str) -> list:
+    """What the producer-state checks read of a PREPARED or ROLL result's batches with a
+    producer id: their header facts (:class:`ProducerBatch`), and for a control batch (whose
+    marker record is read) the batch itself, framed over its bytes."""
+    data = result[10]
+    out: list = []
+    for facts in result[12]:
+        if facts[9]:  # a control batch: the transaction marker is in its record
+            position = facts[0]
+            out.append(batch_class(data[position + 16])(data, position) if data is not None
+                       else _batch_at(view, position, file))
+        else:
+            out.append(ProducerBatch._make(facts))
+    return out
+
+
+def _batch_at(view: memoryview, p: int, file: str) -> RecordBatch:
+    """The batch at ``p`` of a follower's bytes, framed as the pure path frames it."""
+    if view[p + 16] >= MAGIC_V2:
+        return DefaultRecordBatch(view, p, position=p, file=file)
+    return batch_class(view[p + 16])(view, p, position=p, file=file)
+

@@ -50,7 +50,16 @@ from .local_log import (  # noqa: F401 (the special timestamps: kafkalog.log exp
 )
 from .high_watermark import HighWatermark
 from .leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, OffsetAndEpoch
-from .append_request import FAILED, STAGE_LOG, WRITTEN, append_request, batches_of
+from .append_request import (
+    FAILED,
+    ROLL,
+    STAGE_LOG,
+    WRITTEN,
+    append_request,
+    batches_of,
+    producer_batches,
+    write_prepared,
+)
 from .compression import Compression
 from .log_append import (
     LogAppendInfo,
@@ -69,6 +78,8 @@ from .scheduler import Scheduler
 from .segment import LogSegment, TimestampAndOffset
 from .transaction_index import AbortedTxn
 from .varint import INT32_MAX
+
+_new_tuple = tuple.__new__
 
 #: Compression by codec id (the one-call append reports the id).
 _CODECS = tuple(sorted(Compression, key=lambda c: c.value))
@@ -454,8 +465,9 @@ class Log:
         if batches is not None and not batches:
             return LogAppendInfo.nothing(self._log_start_offset)
         with self._lock:
-            self._check_open()
-            self._check_writable()
+            if self._closed or self._read_only:
+                self._check_open()
+                self._check_writable()
             return self._append_locked(view, batches, valid, assign_offsets, leader_epoch, origin)
 
     def append_as_follower(self, records: MemoryRecords | bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -499,33 +511,104 @@ class Log:
         status = result[0]
         if status == FAILED:
             self._undo_request(segment, job, result)
-        _, first_offset, last_offset, max_ts, max_ts_offset, size, count, codec, epochs, indexed, data, _ = result
+        _, first_offset, last_offset, max_ts, max_ts_offset, size, count, codec, epochs, indexed, data, _, producers = (
+            result
+        )
         log_append_time = now if assign_offsets and config.log_append_time else -1
         source = _CODECS[codec]
+        analysis = None
         if status != WRITTEN:
-            prepared = PreparedAppend(
-                data=view[:size] if data is None else data, batches=batches_of(result, view, self._file),
-                first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
-                offset_of_max_timestamp=max_ts_offset, log_append_time=log_append_time, source_compression=source,
+            if producers is None:  # a v0/v1 batch: the pure write path (its epochs clear the cache)
+                prepared = PreparedAppend(
+                    data=view[:size] if data is None else data, batches=batches_of(result, view, self._file),
+                    first_offset=first_offset, last_offset=last_offset, max_timestamp=max_ts,
+                    offset_of_max_timestamp=max_ts_offset, log_append_time=log_append_time, source_compression=source,
+                )
+                return self._append_prepared(prepared, count, assign_offsets, origin, now)
+            if producers:
+                # Producer state first, from the batches' header facts: a refused batch must
+                # leave nothing behind (Kafka's analyzeAndValidateProducerState before the write).
+                try:
+                    analysis = self.producer_state.analyze_batches(
+                        producer_batches(result, view, self._file), origin=origin
+                    )
+                except DuplicateSequenceError as e:
+                    # An idempotent producer's retry: Kafka answers with the original's offsets.
+                    return LogAppendInfo.of_duplicate(e, log_start_offset=self._log_start_offset, source_compression=source)
+            segment, job, indexed = self._write_checked(
+                view[:size] if data is None else data, segment, job, status, size, first_offset, last_offset, max_ts,
+                max_ts_offset, now,
             )
-            return self._append_prepared(prepared, count, assign_offsets, origin, now)
-        position = job[1]  # type: ignore[index]
-        segment.note_request(position, size, last_offset, max_ts, max_ts_offset, indexed)
+        if job is not None:
+            position = job[1] + size
+            segment.note_request(job[1], size, last_offset, max_ts, max_ts_offset, indexed)
+        else:  # LogSegment.append counted its own write
+            position = segment.size
         cache = self.leader_epoch_cache
         for epoch, base_offset in epochs:  # assign_epochs' rule, over the batches where the epoch changes
             latest = cache.latest_entry
             if latest is None or epoch != latest.epoch or base_offset < latest.start_offset:
                 cache.assign(epoch, base_offset)
         end = last_offset + 1
-        self.producer_state.update_map_end_offset(end)
+        state = self.producer_state
+        if analysis is not None:
+            self._apply_producer_state(analysis, segment)
+        state.update_map_end_offset(end)
         # Publish the new end last: readers read up to it.
-        self._end = LogOffsetMetadata(end, segment.base_offset, position + size)
+        self._end = LogOffsetMetadata(end, segment.base_offset, position)
         self._hw.on_append(end)
         self._maybe_flush(now)
-        return LogAppendInfo(
+        # LogAppendInfo's fields in order, without the NamedTuple's Python-level __new__ (per append)
+        return _new_tuple(LogAppendInfo, (
             first_offset, last_offset, max_ts, max_ts_offset, log_append_time, self._log_start_offset, size, count,
-            source,
-        )
+            source, False,
+        ))
+
+    def _write_checked(
+        self, data, segment: LogSegment, job: tuple | None, status: int, size: int, first_offset: int,
+        last_offset: int, max_ts: int, max_ts_offset: int, now: int,
+    ) -> tuple[LogSegment, tuple | None, int]:
+        """Write a checked v2 request the one call left to Python (a producer id, a roll, no
+        segment job): compiled into the active segment, or, when it cannot take the request as it
+        is, into a new segment once rolled (Kafka rolls only between appends, so the request
+        goes whole into it); what neither takes goes through :meth:`LogSegment.append`, which
+        words an index rule's error. Returns the segment written, its job (None after
+        ``LogSegment.append``, which counts its own write) and the index entries written."""
+        written = (ROLL,) if job is None or status == ROLL else write_prepared(data, job, last_offset, max_ts, max_ts_offset)
+        if written[0] == ROLL:
+            rolled = self._maybe_roll(size, max_ts, last_offset, first_offset, now)
+            if rolled is not segment:
+                segment = rolled
+                config = self.config
+                job = segment.append_job(max_segment_bytes=config.segment_bytes, segment_ms=config.segment_ms, now_ms=now)
+                if job is not None:
+                    written = write_prepared(data, job, last_offset, max_ts, max_ts_offset)
+        if written[0] == FAILED:
+            self._undo_request(segment, job, written)
+        if written[0] == WRITTEN:
+            return segment, job, written[1]
+        position = segment.size
+        try:
+            segment.append(
+                MemoryRecords(data), largest_offset=last_offset, largest_timestamp=max_ts,
+                offset_of_max_timestamp=max_ts_offset,
+            )
+        except OSError:
+            self._local.undo_append(segment, position, self._end.offset)
+            raise
+        return segment, None, 0
+
+    def _apply_producer_state(self, analysis, segment: LogSegment) -> None:
+        """Install an append's checked producer state once its bytes are written: the producers'
+        entries, and each transaction a marker completed (its ``.txnindex`` entry when aborted)."""
+        state = self.producer_state
+        for info in analysis.append_infos:
+            state.update(info)
+        for completed in analysis.completed_txns:
+            lso = state.last_stable_offset(completed)
+            if completed.is_aborted:
+                segment.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset, lso)
+            state.complete_txn(completed)
 
     def _undo_request(self, segment: LogSegment, job: tuple | None, result: tuple) -> None:
         """A compiled append's write failed: cut back what landed, as for any failed append
@@ -543,9 +626,10 @@ class Log:
     def _append_prepared(
         self, prepared: PreparedAppend, count: int, assign_offsets: bool, origin: AppendOrigin, now: int
     ) -> LogAppendInfo:
-        """The rest of an append checked but not written by :func:`append_request`: producer
-        state, the roll (Kafka rolls only between appends, so the request goes whole into the
-        new segment), epochs, the write through :meth:`LogSegment.append`."""
+        """The rest of an append of v0/v1 batches, checked but not written by
+        :func:`append_request`: producer state (none for these magics), the roll (Kafka rolls
+        only between appends, so the request goes whole into the new segment), the epochs (a
+        v0/v1 batch clears the cache), the write through :meth:`LogSegment.append`."""
         source = prepared.source_compression
         data, batches = prepared.data, prepared.batches
         first_offset, last_offset = prepared.first_offset, prepared.last_offset
@@ -572,13 +656,7 @@ class Log:
         except OSError:
             self._local.undo_append(segment, position, self._end.offset)
             raise
-        for info in analysis.append_infos:
-            self.producer_state.update(info)
-        for completed in analysis.completed_txns:
-            lso = self.producer_state.last_stable_offset(completed)
-            if completed.is_aborted:
-                segment.update_txn_index(completed.producer_id, completed.first_offset, completed.last_offset, lso)
-            self.producer_state.complete_txn(completed)
+        self._apply_producer_state(analysis, segment)
         self.producer_state.update_map_end_offset(last_offset + 1)
         # Publish the new end last: readers read up to it.
         self._end = LogOffsetMetadata(

@@ -431,12 +431,69 @@ epoch_changes(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n)
     return out;
 }
 
+/* Kafka's incrementSequence: base + delta, wrapping past INT32_MAX to 0; in 64 bits, as the
+ * pure twin computes it, so that a follower's batch with a negative sequence or delta (which no
+ * rule refuses there) gives the same value and no int32 overflow. */
+static int64_t
+increment_sequence(int64_t sequence, int64_t increment)
+{
+    if (sequence > (int64_t)INT32_MAX - increment)
+        return increment - ((int64_t)INT32_MAX - sequence) - 1;
+    return sequence + increment;
+}
+
+/* The header facts the producer-state checks need (ProducerStateManager.analyze_batches, Kafka's
+ * analyzeAndValidateProducerState) of every batch with a producer id, read from the bytes as
+ * they will be written (a leader's rewritten copy): a tuple of
+ * (position, producer_id, producer_epoch, base_sequence, last_sequence, max_timestamp,
+ *  base_offset, last_offset, is_transactional, is_control), so Python checks sequences and
+ * epochs without framing the batches again. An empty tuple when no batch has a producer id. */
+static PyObject *
+producer_facts(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n, int any)
+{
+    if (!any)
+        return PyTuple_New(0);
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *b = data + positions[i];
+        int64_t producer_id = get64(b + PRODUCER_ID_AT);
+        if (producer_id < 0)
+            continue; /* RecordBatch.NO_PRODUCER_ID: no state to check */
+        int32_t base_seq = get32(b + BASE_SEQUENCE_AT);
+        int32_t delta = get32(b + LAST_OFFSET_DELTA_AT);
+        /* DefaultRecordBatch.lastSequence: NO_SEQUENCE stays NO_SEQUENCE */
+        int64_t last_seq = base_seq == -1 ? -1 : increment_sequence(base_seq, delta);
+        int64_t base = get64(b + BASE_OFFSET_AT);
+        int attributes = (b[ATTRIBUTES_AT] << 8) | b[ATTRIBUTES_AT + 1];
+        PyObject *item = Py_BuildValue(
+            "(nLiiLLLLOO)", positions[i], (long long)producer_id, (int)(int16_t)((b[PRODUCER_EPOCH_AT] << 8) | b[PRODUCER_EPOCH_AT + 1]),
+            (int)base_seq, (long long)last_seq, (long long)get64(b + MAX_TIMESTAMP_AT), (long long)base,
+            (long long)(base + delta), (attributes & TRANSACTIONAL_MASK) ? Py_True : Py_False,
+            (attributes & CONTROL_MASK) ? Py_True : Py_False);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    PyObject *t = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return t;
+}
+
 /* append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time,
  *                before_ms, after_ms, compact, from_client, stamp_epoch, leader_epoch, segment[, hook])
  *   -> None (the pure twin must take it) | raises Invalid (refused: the twin words why) |
- *      (WRITTEN, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, indexed, None, None) |
- *      (PREPARED or ROLL, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, 0, data, positions) |
+ *      (WRITTEN, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, indexed, None, None, ()) |
+ *      (PREPARED or ROLL, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, 0, data, positions,
+ *       producers) |
  *      (FAILED, stage, errno, written)
+ * `producers` holds the header facts of the batches with a producer id (producer_facts): a
+ * request with one is checked, not written, and append_write writes it once Python has checked
+ * the producer state.
  * `segment` is the tuple of LogSegment.append_job, or None to check without writing (PREPARED);
  * `hook`, when not None, is called in place of pwrite (pwrite_once). */
 static PyObject *
@@ -527,28 +584,35 @@ append_request(PyObject *self, PyObject *args)
     if (epochs == NULL)
         goto done;
     if (status == WRITTEN) {
-        result = Py_BuildValue("(iLLLLLLiNiOO)", WRITTEN, (long long)f.first_offset, (long long)f.last_offset,
+        result = Py_BuildValue("(iLLLLLLiNiOO())", WRITTEN, (long long)f.first_offset, (long long)f.last_offset,
                                (long long)f.max_ts, (long long)f.max_ts_offset, (long long)f.valid,
                                (long long)f.records, f.codec, epochs, f.indexed, Py_None, Py_None);
+        goto done;
+    }
+    PyObject *producers = producer_facts(data, positions, f.batches, f.producer);
+    if (producers == NULL) {
+        Py_DECREF(epochs);
         goto done;
     }
     PyObject *positions_tuple = PyTuple_New(f.batches);
     if (positions_tuple == NULL) {
         Py_DECREF(epochs);
+        Py_DECREF(producers);
         goto done;
     }
     for (Py_ssize_t i = 0; i < f.batches; i++) {
         PyObject *p = PyLong_FromSsize_t(positions[i]);
         if (p == NULL) {
             Py_DECREF(epochs);
+            Py_DECREF(producers);
             Py_DECREF(positions_tuple);
             goto done;
         }
         PyTuple_SET_ITEM(positions_tuple, i, p);
     }
-    result = Py_BuildValue("(iLLLLLLiNiON)", status, (long long)f.first_offset, (long long)f.last_offset,
+    result = Py_BuildValue("(iLLLLLLiNiONN)", status, (long long)f.first_offset, (long long)f.last_offset,
                            (long long)f.max_ts, (long long)f.max_ts_offset, (long long)f.valid, (long long)f.records,
-                           f.codec, epochs, 0, out != NULL ? out : Py_None, positions_tuple);
+                           f.codec, epochs, 0, out != NULL ? out : Py_None, positions_tuple, producers);
 done:
     PyBuffer_Release(&view); /* after the epochs: a follower's are read from the caller's buffer */
     PyMem_Free(positions);
@@ -556,7 +620,59 @@ done:
     return result;
 }
 
+/* append_write(data, segment, last_offset, max_ts, max_ts_offset[, hook])
+ *   -> (WRITTEN, indexed) | (ROLL,) | (FAILED, stage, errno, written)
+ * The write half of append_request for a request it checked but left to Python (producer state,
+ * a roll): Python has decided, the bytes (a leader's rewritten copy, a follower's own) go into
+ * the segment with their index entries, the GIL released; ROLL when the segment cannot take them
+ * as they are (needs_python): the caller rolls, or writes through LogSegment.append, which words
+ * the index rule's error. The twin of append_request.write_prepared_py. */
+static PyObject *
+append_write(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *seg_obj, *hook = NULL;
+    segment_job sj;
+    request_facts f;
+    Py_buffer view;
+    long long last_offset, max_ts_in, max_ts_offset_in;
+    int64_t max_ts = -1, max_ts_offset = -1;
+    int status;
+
+    memset(&f, 0, sizeof f);
+    if (!PyArg_ParseTuple(args, "OOLLL|O:append_write", &obj, &seg_obj, &last_offset, &max_ts_in, &max_ts_offset_in,
+                          &hook))
+        return NULL;
+    if (hook == Py_None)
+        hook = NULL;
+    if (!PyArg_ParseTuple(seg_obj, "iLLLLLLLiLLLiLLLLLL:append_write segment", &sj.fd, &sj.position, &sj.base_offset,
+                          &sj.max_segment_bytes, &sj.roll_ts, &sj.roll_ms, &sj.index_interval, &sj.bytes_since_index,
+                          &sj.oi_fd, &sj.oi_entries, &sj.oi_capacity, &sj.oi_last_offset, &sj.ti_fd, &sj.ti_entries,
+                          &sj.ti_capacity, &sj.ti_last_ts, &sj.ti_last_offset, &sj.seg_max_ts, &sj.seg_max_ts_offset))
+        return NULL;
+    if (kl_get_buffer(obj, &view) < 0)
+        return NULL;
+    f.valid = view.len;
+    f.last_offset = last_offset;
+    f.max_ts = max_ts_in;
+    f.max_ts_offset = max_ts_offset_in;
+    Py_BEGIN_ALLOW_THREADS
+    if (needs_python(&sj, &f, &max_ts, &max_ts_offset))
+        status = ROLL;
+    else
+        status = write_request(hook, (const uint8_t *)view.buf, &sj, &f, max_ts, max_ts_offset);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (status == FAILED)
+        return Py_BuildValue("(iiiL)", FAILED, f.stage, f.error, (long long)f.written);
+    if (status == ROLL)
+        return Py_BuildValue("(i)", ROLL);
+    return Py_BuildValue("(ii)", WRITTEN, f.indexed);
+}
+
 PyMethodDef kl_append_methods[] = {
+    {"append_write", append_write, METH_VARARGS,
+     "append_write(data, segment, last_offset, max_ts, max_ts_offset[, hook]) -> (WRITTEN, indexed) | (ROLL,) | "
+     "(FAILED, stage, errno, written): a checked request written with its index entries (see append_request.py)"},
     {"append_request", append_request, METH_VARARGS,
      "append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time, before_ms, after_ms, "
      "compact, from_client, stamp_epoch, leader_epoch, segment) -> a request checked and, when nothing is left "

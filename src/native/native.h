@@ -36,6 +36,7 @@ void kl_set_invalid(Py_ssize_t index, Py_ssize_t pos);
 #define BASE_TIMESTAMP_AT 27
 #define MAX_TIMESTAMP_AT 35
 #define PRODUCER_ID_AT 43
+#define PRODUCER_EPOCH_AT 51
 #define BASE_SEQUENCE_AT 53
 #define COUNT_AT 57
 #define RECORDS_AT 61

@@ -196,9 +196,9 @@ def test_native_path_takes_plain_batches():
     rules = (1 << 20, False, 2**63 - 1, 2**63 - 1, False)
     out = ext.append_request(data, True, 10, NOW, *rules, True, True, 4, None)
     assert out is not None
-    status, first, last, max_ts, max_ts_offset, valid, count, _, epochs, _, prepared, positions = out
+    status, first, last, max_ts, max_ts_offset, valid, count, _, epochs, _, prepared, positions, producers = out
     assert (status, first, last, max_ts, max_ts_offset, valid, count) == (PREPARED, 10, 59, NOW, 59, len(data), 50)
-    assert positions == (0,) and epochs == [(4, 10)]
+    assert positions == (0,) and epochs == [(4, 10)] and producers == ()
     assert _same(data, LogConfig(), first_offset=10, leader_epoch=4)[10] == bytes(prepared)
     with pytest.raises(native.Invalid):
         ext.append_request(data[:-1], True, 10, NOW, *rules, True, True, 4, None)

@@ -13,6 +13,8 @@ from ..varint import INT32_MAX
 
 #: Batches kept per producer for duplicate detection (Kafka's ``NUM_BATCHES_TO_RETAIN``).
 NUM_BATCHES_TO_RETAIN = 5
+_new_entry = object.__new__
+_new_tuple = tuple.__new__
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
@@ -151,10 +153,16 @@ class ProducerStateEntry:
     # -- mutation (manager and append info only) -----------------------------------------------
 
     def _copy_without_batches(self, producer_id: int) -> ProducerStateEntry:
-        """Kafka's ``withProducerIdAndBatchMetadata(producerId, empty)``."""
-        return ProducerStateEntry(
-            producer_id, self._producer_epoch, self._coordinator_epoch, self._last_timestamp, self._txn_first
-        )
+        """Kafka's ``withProducerIdAndBatchMetadata(producerId, empty)`` (made once per producer
+        and append: the slots are set directly rather than through ``__init__``)."""
+        copy = _new_entry(ProducerStateEntry)
+        copy._producer_id = producer_id
+        copy._producer_epoch = self._producer_epoch
+        copy._coordinator_epoch = self._coordinator_epoch
+        copy._last_timestamp = self._last_timestamp
+        copy._txn_first = self._txn_first
+        copy._batches = deque((), NUM_BATCHES_TO_RETAIN)
+        return copy
 
     def _maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
         """A new epoch forgets the remembered batches (their sequences belong to the old one)."""
@@ -167,8 +175,12 @@ class ProducerStateEntry:
     def _add_batch(
         self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int
     ) -> None:
-        self._maybe_update_producer_epoch(producer_epoch)
-        self._batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))  # maxlen drops the oldest
+        if self._producer_epoch != producer_epoch:  # _maybe_update_producer_epoch, inline: once per batch
+            self._batches.clear()
+            self._producer_epoch = producer_epoch
+        # BatchMetadata's fields in order (without the NamedTuple's Python-level __new__); maxlen
+        # drops the oldest
+        self._batches.append(_new_tuple(BatchMetadata, (last_seq, last_offset, offset_delta, timestamp)))
         self._last_timestamp = timestamp
 
     def _update(

@@ -135,6 +135,8 @@ class ProducerAppendInfo:
     :class:`TransactionCoordinatorFencedError`); after an error the append info must be dropped.
     """
 
+    __slots__ = ("_current", "_transactions", "_updated", "origin", "producer_id")
+
     def __init__(self, producer_id: int, current_entry: ProducerStateEntry, origin: AppendOrigin) -> None:
         self.producer_id = producer_id
         self.origin = origin
@@ -156,7 +158,7 @@ class ProducerAppendInfo:
     # -- checks --------------------------------------------------------------------------------
 
     def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
-        known = self._updated.producer_epoch
+        known = self._updated._producer_epoch
         if producer_epoch < known:
             message = (
                 f"epoch of producer {self.producer_id} at offset {offset} is {producer_epoch}, "
@@ -169,24 +171,25 @@ class ProducerAppendInfo:
 
     def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
         updated, current = self._updated, self._current
-        if producer_epoch != updated.producer_epoch:
+        updated_epoch = updated._producer_epoch
+        if producer_epoch != updated_epoch:
             # A new epoch starts its sequences at 0, unless the producer is new to this log.
-            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+            if first_seq != 0 and updated_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
                     f"invalid sequence number for new epoch of producer {self.producer_id} at offset {offset}: "
                     f"{producer_epoch} (request epoch), {first_seq} (seq. number), "
                     f"{updated.producer_epoch} (current producer epoch); a new epoch must start at sequence 0"
                 )
             return
-        if not updated.is_empty:
-            last_seq = updated.last_seq
-        elif producer_epoch == current.producer_epoch:
+        if updated._batches:
+            last_seq = updated._batches[-1].last_seq
+        elif producer_epoch == current._producer_epoch:
             last_seq = current.last_seq
         else:
             last_seq = NO_SEQUENCE
         # With no known epoch (all the producer's records were removed by retention or
         # DeleteRecords) any sequence is accepted.
-        if current.producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
+        if current._producer_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceError(
                 f"out of order sequence number for producer {self.producer_id} at offset {offset}: "
                 f"{first_seq} (incoming seq. number), {last_seq} (current end sequence number); "
@@ -256,7 +259,7 @@ class ProducerAppendInfo:
             self._check_sequence(producer_epoch, first_seq, first_offset)
         updated = self._updated
         updated._add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, last_timestamp)
-        open_txn = updated.current_txn_first_offset
+        open_txn = updated._txn_first
         if open_txn is not None and not is_transactional:
             raise InvalidTxnStateError(
                 f"expected a transactional write from producer {self.producer_id} at offset {first_offset}: "
@@ -517,7 +520,7 @@ class ProducerStateManager:
             txn = info.append(batch)
             if txn is not None:
                 completed.append(txn)
-        return ProducerStateUpdate(append_infos=tuple(infos.values()), completed_txns=tuple(completed))
+        return ProducerStateUpdate(tuple(infos.values()), tuple(completed))
 
     def append_batch(self, batch: RecordBatch, *, from_client: bool) -> CompletedTxn | None:
         """Validate and apply one batch; return the transaction its end marker completed.
