@@ -30,13 +30,11 @@ import pytest
 from conftest import scaled, wait_until
 from test_broker import RawClient, produce_body
 from zk_cluster import (  # noqa: F401 - fixtures
-    BrokerProcess,
     Cluster,
     cluster_factory,
     needs_zookeeper,
     wait_for_znode,
     zk,
-    znode_json,
     zookeeper,
 )
 
@@ -45,7 +43,7 @@ from kafkalog import protocol as p
 from kafkalog.protocol import ErrorCode
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = [needs_zookeeper, pytest.mark.timeout_guard(300)]
 
@@ -113,8 +111,8 @@ def _leader_high_watermark(cluster: Cluster, zk, topic: str) -> int:
 
 
 def _dump(directory: Path) -> list[dict]:
-    """Every record of a replica, as ``kafkalog dump --deep-iteration --print-data-log --json``
-    (the CLI, read-only) prints it, in offset order: offset, partition leader epoch, producer
+    """Every record of a replica, as ``kafkalog dump --print-data-log --value-decoder string
+    --json`` (the CLI, read-only) prints it, in offset order: offset, partition leader epoch, producer
     id and epoch, sequence and value of each."""
     segments = sorted(str(s) for s in directory.glob("*.log"))
     assert segments, f"no segment in {directory}"
