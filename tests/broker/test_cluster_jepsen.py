@@ -143,7 +143,7 @@ class SequenceProducer:
 
     bootstrap: str
     topic: str
-    limit: int = 20_000
+    limit: int = 200_000
     acked: list[int] = field(default_factory=list)
     errors: list = field(default_factory=list)
     sent: int = 0
@@ -194,6 +194,9 @@ class SequenceProducer:
                    f"{more} more acknowledged records")
 
     def stop_and_flush(self) -> None:
+        """Stop producing and wait for every delivery report; the thread must still have been
+        producing (below ``limit``), so every nemesis step happened mid-stream."""
+        assert self._thread.is_alive(), f"the producer reached its limit of {self.limit} early"
         self._stop.set()
         self._thread.join(scaled(30))
         assert not self._thread.is_alive()
@@ -243,6 +246,22 @@ def stop_follower_past_lag(cluster: Cluster, zk, topic: str, producer: SequenceP
         producer.wait_for_progress()
     finally:
         process.send_signal(signal.SIGCONT)
+    _wait_full_isr(zk, topic)
+
+
+def kill_two_leaders_in_a_row(cluster: Cluster, zk, topic: str, producer: SequenceProducer) -> None:
+    """SIGKILL the leader, then the leader elected next: the last broker leads with an ISR of
+    one, below ``min.insync.replicas``, so ``acks=all`` is refused (NOT_ENOUGH_REPLICAS, which
+    the producer retries) until both are restarted and writes go on."""
+    state = _wait_full_isr(zk, topic)
+    first = state["leader"]
+    cluster.brokers[first].kill()
+    second = _wait_state(zk, topic, lambda s: s["leader"] not in (first, -1))["leader"]
+    cluster.brokers[second].kill()
+    _wait_state(zk, topic, lambda s: s["leader"] not in (first, second, -1) and len(s["isr"]) == 1)
+    _restart(cluster, zk, first)
+    _restart(cluster, zk, second)
+    producer.wait_for_progress()
     _wait_full_isr(zk, topic)
 
 
@@ -338,6 +357,7 @@ def test_acknowledged_records_survive_the_nemesis(cluster_factory, zk) -> None:
     kill_and_restart_leader(cluster_factory, zk, TOPIC, producer)
     kill_and_restart_controller(cluster_factory, zk, TOPIC, producer)
     expire_session(cluster_factory, zk, TOPIC, producer)
+    kill_two_leaders_in_a_row(cluster_factory, zk, TOPIC, producer)
     kill_and_restart_leader(cluster_factory, zk, TOPIC, producer)
 
     producer.stop_and_flush()
