@@ -67,8 +67,12 @@ class BrokerProcess:
     stderr_path: Path | None = None
 
     def start(self) -> None:
+        """Start the broker process: on a free port the first time, on the same port when
+        restarted (as a Kafka broker comes back at its listener's address: a client whose
+        bootstrap brokers have all been restarted still finds the cluster)."""
+        listen = self.address or "127.0.0.1:0"
         args = [sys.executable, "-m", "kafkalog.broker", "--log-dir", str(self.log_dir),
-                "--listen", "127.0.0.1:0", "--log-level", "INFO"]
+                "--listen", listen, "--log-level", "INFO"]
         for key, value in self.config.items():
             args += ["--config", f"{key}={value}"]
         self.stderr_path = self.log_dir.with_suffix(".stderr")
