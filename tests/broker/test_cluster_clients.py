@@ -149,6 +149,7 @@ def test_a_group_across_a_leader_kill_and_a_coordinator_kill(clients_cluster, zk
         _state(zk, topic, victim_partition, lambda s: s["leader"] not in (-1, leader)
                and s["leader_epoch"] > states[victim_partition]["leader_epoch"])
         acked |= set(_produced(member, mark))
+        assert _at_least(_committed(cluster.bootstrap, topic, group), first)
         _consumed(member, acked, "the batch produced across the leader's kill consumed")
         second = _commit(member)
         assert _at_least(second, first)
@@ -163,6 +164,9 @@ def test_a_group_across_a_leader_kill_and_a_coordinator_kill(clients_cluster, zk
         mark = member.start_produce(2 * BATCH, BATCH, PARTITIONS)
         _state(zk, "__consumer_offsets", coordinator_partition,
                lambda s: s["leader"] not in (-1, old["leader"]) and s["leader_epoch"] > old["leader_epoch"])
+        # the new coordinator has loaded the offsets committed before the kill
+        wait_until(lambda: _at_least(_committed(cluster.bootstrap, topic, group), second), 60,
+                   "the new coordinator serving the offsets committed before its predecessor's kill")
         acked |= set(_produced(member, mark))
         _consumed(member, acked, "the batch produced across the coordinator's kill consumed")
         third = _commit(member)
