@@ -310,8 +310,14 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_stops_them(tmp_path) -> Non
         connect = lines[0].removeprefix("zookeeper.connect=")
         bootstrap = lines[1].removeprefix("bootstrap.servers=")
         assert len(bootstrap.split(",")) == 3
-        md = confluent_admin.AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=scaled(10))
-        assert sorted(md.brokers) == [1, 2, 3] and md.controller_id in (1, 2, 3)
+        admin = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+        # each broker learns the others' registrations through its ZooKeeper watch, a moment
+        # after they listen (as Kafka's UpdateMetadata reaches brokers): wait for the event
+        def complete() -> bool:
+            md = admin.list_topics(timeout=scaled(10))
+            return sorted(md.brokers) == [1, 2, 3] and md.controller_id in (1, 2, 3)
+
+        wait_until(complete, 30, "every broker and the controller in Metadata")
         from kazoo.client import KazooClient
 
         client = KazooClient(hosts=connect)
