@@ -335,8 +335,14 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_stops_them(tmp_path) -> Non
             assert "every leadership moved" in (tmp_path / "c" / f"broker-{i}.log").read_text()
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            # Ctrl-C first: the supervisor stops its brokers and ZooKeeper (each in its own
+            # session, a SIGKILL of the supervisor would leave them running)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(scaled(60))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def test_producer_ids_come_from_one_block_sequence_across_brokers(cluster, zk) -> None:
