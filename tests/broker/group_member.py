@@ -8,6 +8,13 @@ earliest, no auto-commit) and writes JSON lines to stdout: {"assigned": [partiti
 its assignment changes, {"msg": [partition, offset, value]} per message, {"committed": true}
 and {"closed": true}. It reads commands from stdin: "commit" (a synchronous commit of what it
 consumed) and "close" (leave the group and exit).
+
+For the cluster tests (tests/broker/test_cluster_clients.py) it also produces, with the same
+library, acks=all and idempotent: "produce START COUNT PARTITIONS" sends the values mSTART..
+to partition i % PARTITIONS in the background and then writes {"produced": {"acked": [i, ...],
+"failed": [i, ...]}}. A commit commits the next offset of each partition consumed so far and
+writes {"committed": {partition: offset}}, or {"commit_failed": "why"} when the client gives up
+(a coordinator moving): the test decides whether to retry.
 """
 
 from __future__ import annotations
@@ -22,9 +29,25 @@ HEARTBEAT_MS = 200
 POLL_S = 0.1
 
 
+_emit_lock = threading.Lock()
+
+
 def emit(**event) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    with _emit_lock:  # the producer's thread writes too
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+
+def produce_command(command: str) -> tuple[int, int, int] | None:
+    """(start, count, partitions) of a "produce START COUNT PARTITIONS" command, else None."""
+    words = command.split()
+    if len(words) != 4 or words[0] != "produce":
+        return None
+    return int(words[1]), int(words[2]), int(words[3])
+
+
+def index_of(value: bytes) -> int:
+    return int(value.decode()[1:])
 
 
 def commands() -> queue.Queue:
@@ -58,8 +81,26 @@ def run_sync(client: str, bootstrap: str, topic: str, group: str, session_ms: in
         def assignment():
             return sorted(tp.partition for tp in consumer.assignment())
 
-        def commit():
-            consumer.commit(asynchronous=False)
+        def commit(offsets: dict[int, int]) -> None:
+            from confluent_kafka import TopicPartition
+
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+
+        def produce(start: int, count: int, partitions: int) -> None:
+            from confluent_kafka import Producer
+
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                 "linger.ms": 5, "log_level": 3})
+            acked: list[int] = []
+            failed: list[int] = []
+
+            def report(err, msg) -> None:
+                (acked if err is None else failed).append(index_of(msg.value()))
+
+            for i in range(start, start + count):
+                producer.produce(topic, f"m{i}".encode(), partition=i % partitions, on_delivery=report)
+            producer.flush(300)  # message.timeout.ms (300 s) bounds each message
+            emit(produced={"acked": acked, "failed": failed})
     else:
         from kafka import KafkaConsumer
 
@@ -91,14 +132,30 @@ def run_sync(client: str, bootstrap: str, topic: str, group: str, session_ms: in
         def assignment():
             return sorted(tp.partition for tp in consumer.assignment())
 
-        def commit():
-            consumer.commit()
+        def commit(offsets: dict[int, int]) -> None:
+            from kafka import OffsetAndMetadata, TopicPartition
+
+            consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+
+        def produce(start: int, count: int, partitions: int) -> None:
+            from kafka import KafkaProducer
+
+            producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+                                     retry_backoff_ms=200)
+            futures = [(i, producer.send(topic, f"m{i}".encode(), partition=i % partitions))
+                       for i in range(start, start + count)]
+            producer.flush()  # delivery_timeout_ms bounds each message
+            emit(produced={"acked": [i for i, f in futures if f.succeeded()],
+                           "failed": [i for i, f in futures if not f.succeeded()]})
+            producer.close()
 
     last = None
+    consumed: dict[int, int] = {}  # partition -> the next offset to commit
     while True:
         got = poll()
         for p, o, v in got:
             emit(msg=[p, o, v])
+            consumed[p] = o + 1
         now = assignment()
         if now != last:
             emit(assigned=now)
@@ -113,8 +170,15 @@ def run_sync(client: str, bootstrap: str, topic: str, group: str, session_ms: in
         except queue.Empty:
             continue
         if command == "commit":
-            commit()
-            emit(committed=True)
+            offsets = dict(consumed)
+            try:
+                commit(offsets)
+            except Exception as e:  # noqa: BLE001 - reported; the test decides whether to retry
+                emit(commit_failed=repr(e))
+            else:
+                emit(committed=offsets)
+        elif produce_command(command):
+            threading.Thread(target=produce, args=produce_command(command), daemon=True).start()
         elif command == "close":
             consumer.close()
             emit(closed=True)
@@ -122,9 +186,23 @@ def run_sync(client: str, bootstrap: str, topic: str, group: str, session_ms: in
 
 
 async def run_aiokafka(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def produce(start: int, count: int, partitions: int) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5)
+        await producer.start()
+        try:
+            sent = [(i, await producer.send(topic, f"m{i}".encode(), partition=i % partitions))
+                    for i in range(start, start + count)]
+            results = await asyncio.gather(*(f for _, f in sent), return_exceptions=True)
+        finally:
+            await producer.stop()
+        emit(produced={"acked": [i for (i, _), r in zip(sent, results) if not isinstance(r, BaseException)],
+                       "failed": [i for (i, _), r in zip(sent, results) if isinstance(r, BaseException)]})
 
     todo = commands()
+    tasks = set()
+    consumed: dict[int, int] = {}
     consumer = AIOKafkaConsumer(
         topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
         session_timeout_ms=session_ms, heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=30000,
@@ -137,6 +215,7 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, session_ms: int) 
         for batch in got.values():
             for m in batch:
                 emit(msg=[m.partition, m.offset, m.value.decode()])
+                consumed[m.partition] = m.offset + 1
         now = sorted(tp.partition for tp in consumer.assignment())
         if now != last:
             emit(assigned=now)
@@ -146,8 +225,17 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, session_ms: int) 
         except queue.Empty:
             continue
         if command == "commit":
-            await consumer.commit()
-            emit(committed=True)
+            offsets = dict(consumed)
+            try:
+                await consumer.commit({TopicPartition(topic, p): o for p, o in offsets.items()})
+            except Exception as e:  # noqa: BLE001 - reported; the test decides whether to retry
+                emit(commit_failed=repr(e))
+            else:
+                emit(committed=offsets)
+        elif produce_command(command):
+            task = asyncio.ensure_future(produce(*produce_command(command)))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
         elif command == "close":
             await consumer.stop()
             emit(closed=True)

@@ -310,8 +310,14 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_stops_them(tmp_path) -> Non
         connect = lines[0].removeprefix("zookeeper.connect=")
         bootstrap = lines[1].removeprefix("bootstrap.servers=")
         assert len(bootstrap.split(",")) == 3
-        md = confluent_admin.AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=scaled(10))
-        assert sorted(md.brokers) == [1, 2, 3] and md.controller_id in (1, 2, 3)
+        admin = confluent_admin.AdminClient({"bootstrap.servers": bootstrap})
+        # each broker learns the others' registrations through its ZooKeeper watch, a moment
+        # after they listen (as Kafka's UpdateMetadata reaches brokers): wait for the event
+        def complete() -> bool:
+            md = admin.list_topics(timeout=scaled(10))
+            return sorted(md.brokers) == [1, 2, 3] and md.controller_id in (1, 2, 3)
+
+        wait_until(complete, 30, "every broker and the controller in Metadata")
         from kazoo.client import KazooClient
 
         client = KazooClient(hosts=connect)
@@ -329,8 +335,14 @@ def test_cluster_up_starts_zookeeper_and_brokers_and_stops_them(tmp_path) -> Non
             assert "every leadership moved" in (tmp_path / "c" / f"broker-{i}.log").read_text()
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            # Ctrl-C first: the supervisor stops its brokers and ZooKeeper (each in its own
+            # session, a SIGKILL of the supervisor would leave them running)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(scaled(60))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def test_producer_ids_come_from_one_block_sequence_across_brokers(cluster, zk) -> None:

@@ -77,14 +77,15 @@ def broker(tmp_path_factory):
 class Member:
     """One group member process and the events it reported."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str, modules: Path | None) -> None:
+    def __init__(self, client: str, bootstrap: str, topic: str, group: str, modules: Path | None,
+                 session_ms: int = SESSION_MS) -> None:
         if client == "kafkajs":
             args = ["node", str(HERE / "group_member.js")]
             env = {**os.environ, "NODE_PATH": str(modules)}
         else:
             args = [sys.executable, str(HERE / "group_member.py")]
             env = dict(os.environ)
-        self.proc = subprocess.Popen([*args, client, bootstrap, topic, group, str(SESSION_MS)], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([*args, client, bootstrap, topic, group, str(session_ms)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         self.messages: list[tuple[int, int, str]] = []
         self.assigned: list[int] | None = None
@@ -115,7 +116,46 @@ class Member:
 
     def commit(self) -> None:
         self.send("commit")
-        wait_until(lambda: self.has("committed"), 20, "the member committed")
+        wait_until(lambda: self.has("committed") or self.has("commit_failed"), 20, "the member committed")
+        assert self.has("committed"), self.events
+
+    def _next(self, keys: tuple[str, ...], after: int, seconds: float, what: str) -> dict:
+        """The first event after index ``after`` holding one of ``keys`` (or an error: raised)."""
+        found: list[dict] = []
+
+        def check() -> bool:
+            with self._lock:
+                for event in self.events[after:]:
+                    if "error" in event:
+                        raise AssertionError(f"the member failed: {event['error']}")
+                    if any(k in event for k in keys):
+                        found.append(event)
+                        return True
+            return False
+
+        wait_until(check, seconds, what)
+        return found[0]
+
+    def try_commit(self) -> dict[int, int] | None:
+        """One commit of what the member consumed: {partition: offset}, or None when its client
+        reported the commit failed (a coordinator moving)."""
+        with self._lock:
+            after = len(self.events)
+        self.send("commit")
+        event = self._next(("committed", "commit_failed"), after, 60, "the member's commit answered")
+        return {int(p): o for p, o in event["committed"].items()} if "committed" in event else None
+
+    def start_produce(self, start: int, count: int, partitions: int) -> int:
+        """Start producing mSTART.. with the member's client (acks=all, idempotent, in the
+        background); the mark to pass to ``produced``."""
+        with self._lock:
+            after = len(self.events)
+        self.send(f"produce {start} {count} {partitions}")
+        return after
+
+    def produced(self, mark: int) -> dict[str, list[int]]:
+        """The outcome of the produce started at ``mark``: {"acked": [i, ...], "failed": [i, ...]}."""
+        return self._next(("produced",), mark, 150, "the member's produce finished")["produced"]
 
     def close(self) -> None:
         self.send("close")
