@@ -138,11 +138,61 @@ def _two_replica_topic(cluster: Cluster, zk, name: str, config=None) -> None:
     _wait_state(zk, name, lambda s: s["leader"] == 1 and s["isr"] == [1, 2])
 
 
+def _produce_acked(cluster: Cluster, topic: str, values: list[bytes]) -> None:
+    """Produce ``values`` with ``acks=all`` and assert every one is acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "log_level": 0,
+                         "message.timeout.ms": int(scaled(30) * 1000)})
+    errors: list = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda err, m: errors.append(err))
+    assert producer.flush(scaled(60)) == 0
+    assert errors == [None] * len(values)
+
+
+def _read_committed(cluster: Cluster, topic: str) -> list[bytes]:
+    """Every value below the partition's high watermark, as a consumer reads them."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unclean-check", "log_level": 0,
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=scaled(10))[1]
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        last = [-1]
+
+        def read() -> bool:
+            for message in consumer.consume(100, 0.2):
+                if message.error() is None:
+                    values.append(message.value())
+                    last[0] = message.offset()
+            return last[0] >= high - 1
+
+        wait_until(read, 30, f"reading {topic}-0 up to its high watermark {high}")
+        return values
+    finally:
+        consumer.close()
+
+
+def _leave_only_broker_1_with_acked_records(cluster: Cluster, zk, topic: str) -> tuple[list[bytes], list[bytes]]:
+    """Records on both replicas, then broker 2 killed and more records acknowledged by broker 1
+    alone (ISR [1], min.insync.replicas 1), then broker 1 killed: the partition has no leader.
+    Returns (the records both had, the records only broker 1 had)."""
+    both = [b"both %d" % i for i in range(5)]
+    _produce_acked(cluster, topic, both)
+    cluster.brokers[2].kill()
+    _wait_state(zk, topic, lambda s: s["isr"] == [1], seconds=40)
+    only_1 = [b"only on 1: %d" % i for i in range(5)]
+    _produce_acked(cluster, topic, only_1)
+    cluster.brokers[1].kill()
+    return both, only_1
+
+
 def test_unclean_election_off_keeps_the_partition_offline_until_an_isr_member_returns(cluster, zk) -> None:
     _two_replica_topic(cluster, zk, "careful")
-    cluster.brokers[2].kill()
-    _wait_state(zk, "careful", lambda s: s["isr"] == [1], seconds=40)
-    cluster.brokers[1].kill()
+    both, only_1 = _leave_only_broker_1_with_acked_records(cluster, zk, "careful")
     offline = _wait_state(zk, "careful", lambda s: s["leader"] == -1, seconds=40)
     assert offline["isr"] == [1]  # Kafka keeps the last ISR member
     md = _admin(cluster).list_topics("careful", timeout=scaled(10)).topics["careful"].partitions[0]
@@ -155,18 +205,42 @@ def test_unclean_election_off_keeps_the_partition_offline_until_an_isr_member_re
     back = _wait_state(zk, "careful", lambda s: s["leader"] == 1, seconds=40)
     assert back["isr"][0] == 1 and back["leader_epoch"] > offline["leader_epoch"]
     assert controller["brokerid"] in (2, 3)
+    # availability waited for the ISR member: no acknowledged record is lost
+    _wait_state(zk, "careful", lambda s: sorted(s["isr"]) == [1, 2], seconds=40)
+    assert _read_committed(cluster, "careful") == both + only_1
 
 
 def test_unclean_election_on_elects_the_out_of_sync_replica(cluster, zk) -> None:
     _two_replica_topic(cluster, zk, "available", config={"unclean.leader.election.enable": "true"})
     assert znode_json(zk, "/config/topics/available")["config"] == {"unclean.leader.election.enable": "true"}
-    cluster.brokers[2].kill()
-    _wait_state(zk, "available", lambda s: s["isr"] == [1], seconds=40)
-    cluster.brokers[1].kill()
+    both, only_1 = _leave_only_broker_1_with_acked_records(cluster, zk, "available")
     _wait_state(zk, "available", lambda s: s["leader"] == -1, seconds=40)
     cluster.brokers[2].start()
     elected = _wait_state(zk, "available", lambda s: s["leader"] == 2, seconds=40)
     assert elected["isr"] == [2]
+    # the price of availability: the records only broker 1 had are lost, although acknowledged
+    assert _read_committed(cluster, "available") == both
+    after = [b"after the unclean election"]
+    _produce_acked(cluster, "available", after)
+    # broker 1 returns as a follower of the new epoch: it truncates its divergent records
+    # (OffsetsForLeaderEpoch / the diverging epoch) and copies the new leader's
+    cluster.brokers[1].start()
+    _wait_state(zk, "available", lambda s: sorted(s["isr"]) == [1, 2], seconds=40)
+    assert _read_committed(cluster, "available") == both + after
+    # and broker 1's own files now hold the new leader's records, not its lost ones
+    wait_until(lambda: _replica_values(cluster.brokers[1].log_dir / "available-0") == both + after, 30,
+               "broker 1's replica matching the new leader's")
+
+
+def _replica_values(directory) -> list[bytes]:
+    """The values in a replica's segment files (read-only), in offset order."""
+    from kafkalog import FileRecords
+
+    values: list[bytes] = []
+    for path in sorted(directory.glob("*.log")):
+        with FileRecords.open(path) as records:
+            values += [r.value for batch in records.batches() if not batch.is_control for r in batch.records()]
+    return values
 
 
 def test_controlled_shutdown_moves_leadership_before_the_broker_exits(cluster, zk) -> None:
