@@ -2,7 +2,8 @@
 # Build kafkalog._native with AddressSanitizer + UBSan in a scratch copy of src/, then run the
 # records and compaction tests (their native-core runs) and the differential fuzzing of the two
 # cores under it (the records', and the append pipeline's: tests/storage/test_native_append.py,
-# tests/storage/test_append_request.py, tests/storage/test_append_producers.py; the Spark reader's
+# tests/storage/test_append_request.py, tests/storage/test_append_producers.py,
+# tests/storage/test_append_compressed.py; the Spark reader's
 # compiled runs against its per-batch path: tests/spark/test_slice_read_compiled.py).
 # Usage: scripts/sanitize.sh [extra pytest arguments]   (PYTHON= the interpreter, default .venv)
 set -euo pipefail
@@ -26,5 +27,5 @@ export KAFKALOG_TEST_CORES=native  # the pure-core runs of the same tests execut
 "$py" -c 'import kafkalog.native as n, sys; sys.exit(0 if n.ext is not None and n.ext.SANITIZED else "the sanitized core did not load")'
 cd "$root"
 "$py" -m pytest -p no:cacheprovider tests/records tests/compaction tests/storage/test_native_append.py \
-    tests/storage/test_append_request.py tests/storage/test_append_producers.py \
+    tests/storage/test_append_request.py tests/storage/test_append_producers.py tests/storage/test_append_compressed.py \
     tests/spark/test_slice_read_compiled.py "$@"

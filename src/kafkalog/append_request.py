@@ -5,9 +5,25 @@ then written to the active segment with the offset and time index entries Kafka'
 
 :func:`append_request` runs the compiled ``_native.append_request`` (the GIL released from the
 copy to the last index write) and falls back to the pure twin :func:`append_request_py` for
-what the compiled code does not take (v0/v1, a leader's compressed batches, a record rule to
-examine record by record) or refuses (the twin then raises the typed, positioned error). Both
-return the same :data:`Result`:
+what the compiled code does not take (v0/v1, a leader's compressed batch that Kafka recompresses,
+a record rule to examine record by record) or refuses (the twin then raises the typed,
+positioned error). Both return the same :data:`Result`.
+
+A leader's compressed request (one v2 batch: Kafka refuses a compressed append of more) goes
+through the compiled call too, as Kafka's ``validateMessagesAndAssignOffsetsCompressed`` assigns
+in place when the codec stays (kafkalog keeps the producer's codec, Kafka's
+``compression.type=producer``): :func:`compressed_records` checks the batch as the twin does
+before it decompresses (size, CRC-32C, codec, counts), decompresses its records with the codec
+package (one bounded call, :meth:`~kafkalog.recordbatch.DefaultRecordBatch.payload`: the C core
+links no codec) and hands them over; the compiled call walks and checks them (offset deltas in
+sequence, timestamps, keys of a compacted topic, the count), rewrites only the batch header
+(base offset, epoch, max timestamp; the CRC when a covered field changed) and writes the
+compressed bytes as they came. Offset deltas out of sequence make Kafka recompress: that, and a
+request that cannot be decompressed, is the twin's. v0/v1 stay with the twin (their messages
+carry each its own offset and CRC-32, a v0 wrapper is always recompressed, and the epoch cache
+is cleared per request: Python's decisions anyway).
+
+The results:
 
 * ``WRITTEN``: the request is in the segment file and its index entries are written; the caller
   updates the segment's counters (:meth:`kafkalog.segment.LogSegment.note_request`), the
@@ -35,7 +51,7 @@ import os
 from typing import NamedTuple
 
 from . import native
-from .errors import RecordTooLargeError
+from .errors import KafkalogError, RecordTooLargeError
 from .index import OffsetIndex, TimeIndex
 from .log_append import (
     analyze_records,
@@ -45,8 +61,8 @@ from .log_append import (
     source_compression,
 )
 from .log_config import LogConfig
-from .record import MAGIC_V2, RecordBatch
-from .recordbatch import DefaultRecordBatch
+from .record import COMPRESSION_CODEC_MASK, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, RecordBatch
+from .recordbatch import ATTRIBUTES_OFFSET, LENGTH_OFFSET, RECORD_BATCH_OVERHEAD, DefaultRecordBatch
 from .memory_records import batch_class
 
 WRITTEN, PREPARED, ROLL, FAILED = 0, 1, 2, 3
@@ -58,6 +74,8 @@ _INT32_MAX = 2**31 - 1
 #: ENOSPC) is handed to the compiled call, which then writes through it.
 _PWRITE = os.pwrite
 _OFFSET_ENTRY = OffsetIndex._ENTRY_STRUCT
+#: The low byte of the v2 attributes, which holds the codec bits.
+_CODEC_BYTE = ATTRIBUTES_OFFSET + 1
 _TIME_ENTRY = TimeIndex._ENTRY_STRUCT
 
 
@@ -148,10 +166,14 @@ def append_request(
     """
     ext = native.ext
     if ext is not None and batches is None and len(view) and len(view) <= config.segment_bytes:
+        body = None
+        if leader and len(view) >= RECORD_BATCH_OVERHEAD and view[_CODEC_BYTE] & COMPRESSION_CODEC_MASK:
+            body = compressed_records(view, config, file)  # None: the compiled call declines it
         try:
             result = ext.append_request(
                 view, leader, log_end_offset, now_ms, *rules_of(config), from_client, leader_epoch is not None,
                 -1 if leader_epoch is None else leader_epoch, segment, None if os.pwrite is _PWRITE else os.pwrite,
+                body,
             )
         except (native.Invalid, OverflowError):
             result = None  # refused or out of range: the twin words the error, or takes it
@@ -162,6 +184,31 @@ def append_request(
         now_ms=now_ms, leader_epoch=leader_epoch, from_client=from_client, segment=segment, partition=partition,
         file=file, batches=batches,
     )
+
+
+def compressed_records(view: memoryview, config: LogConfig, file: str) -> bytes | None:
+    """The records of a leader's request that is one compressed v2 batch, decompressed by the
+    codec package for the compiled call (the batch checked first as the twin checks it before
+    decompressing: size within ``max.message.bytes``, CRC-32C, codec, counts; the output capped
+    as every decompression is); None when the request is anything else or a check or the
+    decompression fails (the twin then raises the positioned error)."""
+    size = len(view)
+    if (
+        size < RECORD_BATCH_OVERHEAD
+        or view[MAGIC_OFFSET] != MAGIC_V2
+        or not view[_CODEC_BYTE] & COMPRESSION_CODEC_MASK
+        or size > config.max_message_bytes
+        or int.from_bytes(view[LENGTH_OFFSET : LENGTH_OFFSET + 4], "big", signed=True) + LOG_OVERHEAD != size
+    ):
+        return None  # not one compressed v2 batch: the compiled call declines it, or refuses it
+    batch = DefaultRecordBatch(view, 0, position=0, file=file)
+    try:
+        batch.ensure_valid()  # Kafka's analyzeAndValidateRecords comes before decompression
+        if batch.count <= 0:
+            return None
+        return batch.payload()[0]
+    except KafkalogError:
+        return None
 
 
 def append_request_py(

@@ -1,7 +1,7 @@
 /* The append pipeline over a whole request, in one call: append_request, the twin of
  * kafkalog.append_request.append_request_py. A leader's request (leader_append: the twin of
- * log_append.analyze_records + validator.validate_and_assign_offsets for v2 batches without
- * compression) or a follower's (follower_check: framing, CRC-32C, counts, increasing offsets
+ * log_append.analyze_records + validator.validate_and_assign_offsets for v2 batches, a
+ * compressed one when its records come decompressed, see below) or a follower's (follower_check: framing, CRC-32C, counts, increasing offsets
  * from the log end) is checked and, when no per-request decision is left to Python (no producer
  * id, no roll), written to the segment file with its offset and time index entries, all with
  * the GIL released.
@@ -12,10 +12,20 @@
  * bounds), then assigns offsets (base offset, leader epoch: outside the CRC) and sets the max
  * timestamp and timestamp type (inside the CRC, which is then recomputed).
  *
+ * A leader's compressed batch (Kafka's validateMessagesAndAssignOffsetsCompressed): the C core
+ * links no codec, so the caller decompresses the records of a request that is one compressed v2
+ * batch (Kafka: a compressed append is one batch) with the codec package and passes them as
+ * `body`. When the codec stays (kafkalog keeps the producer's codec: Kafka's compression.type
+ * =producer) and the offset deltas are 0, 1, 2, ... Kafka assigns in place ("inPlaceAssignment"):
+ * the records in `body` are walked and checked as an uncompressed batch's are, and only the
+ * header of the compressed batch is rewritten; the compressed bytes are written as they came.
+ * Other offset deltas make Kafka recompress: that is the pure code's (None).
+ *
  * Three outcomes: a result; None when the request needs what only the pure code does (v0/v1,
- * compression, a LogAppendTime batch from a producer, a record rule to examine record by
- * record); Invalid when the bytes are malformed. On the last two the caller runs the pure code,
- * which then gives the result or the typed, positioned error.
+ * a compressed batch without its body or to be recompressed, a LogAppendTime batch from a
+ * producer, a record rule to examine record by record); Invalid when the bytes are malformed. On
+ * the last two the caller runs the pure code, which then gives the result or the typed,
+ * positioned error.
  */
 #include "native.h"
 #include <errno.h>
@@ -35,7 +45,10 @@ typedef struct {
     int from_client;
     int stamp_epoch;
     long long leader_epoch;
+    const uint8_t *body; /* the decompressed records of the request's one compressed batch, or NULL */
+    Py_ssize_t body_len;
     /* out */
+    int codec; /* the compressed batch's codec id, 0 when none (log_append.source_compression) */
     int64_t next_offset;
     int64_t max_timestamp;
     int64_t offset_of_max_timestamp;
@@ -56,6 +69,7 @@ leader_append(uint8_t *buf, Py_ssize_t len, append_job *job, Py_ssize_t *positio
 
     job->batches = 0;
     job->fail_pos = 0;
+    job->codec = 0;
     if (job->stamp_epoch && (job->leader_epoch < INT32_MIN || job->leader_epoch > INT32_MAX))
         return UNHANDLED; /* the pure code's struct.pack refuses it */
     while (pos < len) {
@@ -84,13 +98,15 @@ leader_append(uint8_t *buf, Py_ssize_t len, append_job *job, Py_ssize_t *positio
         int codec = attributes & CODEC_MASK;
         if (codec > 4)
             return MALFORMED; /* ids 5-7 are not codecs */
-        if (codec != 0)
-            return UNHANDLED; /* compressed: decompression and maybe a rebuild are the pure code's */
+        /* compressed: only as the request's one batch, with its records decompressed by the
+         * caller (several batches with one compressed: the validator's "more than one batch") */
+        if (codec != 0 && (job->body == NULL || pos != 0 || size != len))
+            return UNHANDLED;
         int32_t count = get32(b + COUNT_AT);
         int32_t delta = get32(b + LAST_OFFSET_DELTA_AT);
         if (count < 0 || (count && (int64_t)delta < (int64_t)count - 1))
             return MALFORMED;
-        if ((int64_t)count * (MIN_RECORD_BODY + 1) > size - RECORDS_AT)
+        if (codec == 0 && (int64_t)count * (MIN_RECORD_BODY + 1) > size - RECORDS_AT)
             return MALFORMED;
         /* validateBatch, for producers */
         int64_t producer_id = get64(b + PRODUCER_ID_AT);
@@ -104,10 +120,17 @@ leader_append(uint8_t *buf, Py_ssize_t len, append_job *job, Py_ssize_t *positio
         }
         if (count == 0 || (attributes & TIMESTAMP_TYPE_MASK))
             return UNHANDLED; /* an empty batch or a producer's LogAppendTime: the pure rules */
-        /* every record, through the one walk */
+        /* every record, through the one walk (a compressed batch's in its decompressed body) */
         kl_walk_summary s;
         Py_ssize_t fail_index, fail_pos;
-        if (kl_walk_v2(buf, pos + RECORDS_AT, pos + size, count, NULL, NULL, &s, &fail_index, &fail_pos) < 0) {
+        if (codec != 0) {
+            if (kl_walk_v2(job->body, 0, job->body_len, count, NULL, NULL, &s, &fail_index, &fail_pos) < 0)
+                return MALFORMED; /* the pure code positions it in the decompressed records */
+            if (!s.sequential)
+                return UNHANDLED; /* Kafka's inner offsets out of sequence: recompressed (the pure code) */
+            job->codec = codec;
+        }
+        else if (kl_walk_v2(buf, pos + RECORDS_AT, pos + size, count, NULL, NULL, &s, &fail_index, &fail_pos) < 0) {
             job->fail_pos = fail_pos;
             return MALFORMED;
         }
@@ -485,7 +508,7 @@ producer_facts(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n, i
 }
 
 /* append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time,
- *                before_ms, after_ms, compact, from_client, stamp_epoch, leader_epoch, segment[, hook])
+ *                before_ms, after_ms, compact, from_client, stamp_epoch, leader_epoch, segment[, hook[, body]])
  *   -> None (the pure twin must take it) | raises Invalid (refused: the twin words why) |
  *      (WRITTEN, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, indexed, None, None, ()) |
  *      (PREPARED or ROLL, first, last, max_ts, max_ts_offset, valid, records, codec, epochs, 0, data, positions,
@@ -495,23 +518,24 @@ producer_facts(const uint8_t *data, const Py_ssize_t *positions, Py_ssize_t n, i
  * request with one is checked, not written, and append_write writes it once Python has checked
  * the producer state.
  * `segment` is the tuple of LogSegment.append_job, or None to check without writing (PREPARED);
- * `hook`, when not None, is called in place of pwrite (pwrite_once). */
+ * `hook`, when not None, is called in place of pwrite (pwrite_once); `body`, when not None, holds
+ * the decompressed records of a leader's request that is one compressed batch (see the top). */
 static PyObject *
 append_request(PyObject *self, PyObject *args)
 {
-    PyObject *obj, *seg_obj, *hook = NULL, *out = NULL, *result = NULL, *epochs = NULL;
+    PyObject *obj, *seg_obj, *hook = NULL, *body_obj = NULL, *out = NULL, *result = NULL, *epochs = NULL;
     append_job job;
     segment_job sj;
     request_facts f;
-    Py_buffer view;
+    Py_buffer view, body;
     Py_ssize_t *positions = NULL, fail_pos = 0;
     int leader, rc, status = PREPARED, have_segment;
     int64_t max_ts = -1, max_ts_offset = -1;
 
     memset(&f, 0, sizeof f);
-    if (!PyArg_ParseTuple(args, "OpLLLpLLpppLO|O:append_request", &obj, &leader, &job.first_offset, &job.now_ms,
+    if (!PyArg_ParseTuple(args, "OpLLLpLLpppLO|OO:append_request", &obj, &leader, &job.first_offset, &job.now_ms,
                           &job.max_message_bytes, &job.log_append_time, &job.before_ms, &job.after_ms, &job.compact,
-                          &job.from_client, &job.stamp_epoch, &job.leader_epoch, &seg_obj, &hook))
+                          &job.from_client, &job.stamp_epoch, &job.leader_epoch, &seg_obj, &hook, &body_obj))
         return NULL;
     if (hook == Py_None)
         hook = NULL;
@@ -522,10 +546,25 @@ append_request(PyObject *self, PyObject *args)
                           &sj.oi_fd, &sj.oi_entries, &sj.oi_capacity, &sj.oi_last_offset, &sj.ti_fd, &sj.ti_entries,
                           &sj.ti_capacity, &sj.ti_last_ts, &sj.ti_last_offset, &sj.seg_max_ts, &sj.seg_max_ts_offset))
         return NULL;
-    if (kl_get_buffer(obj, &view) < 0)
+    if (body_obj == Py_None)
+        body_obj = NULL;
+    job.body = NULL;
+    job.body_len = 0;
+    if (body_obj != NULL) {
+        if (kl_get_buffer(body_obj, &body) < 0)
+            return NULL;
+        job.body = (const uint8_t *)body.buf;
+        job.body_len = body.len;
+    }
+    if (kl_get_buffer(obj, &view) < 0) {
+        if (body_obj != NULL)
+            PyBuffer_Release(&body);
         return NULL;
+    }
     if (view.len == 0) {
         PyBuffer_Release(&view);
+        if (body_obj != NULL)
+            PyBuffer_Release(&body);
         Py_RETURN_NONE;
     }
     positions = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(view.len / RECORDS_AT + 1));
@@ -533,6 +572,8 @@ append_request(PyObject *self, PyObject *args)
         out = PyByteArray_FromStringAndSize(NULL, view.len);
     if (positions == NULL || (leader && out == NULL)) {
         PyBuffer_Release(&view);
+        if (body_obj != NULL)
+            PyBuffer_Release(&body);
         PyMem_Free(positions);
         Py_XDECREF(out);
         return PyErr_NoMemory();
@@ -552,6 +593,7 @@ append_request(PyObject *self, PyObject *args)
             f.valid = view.len;
             f.records = job.next_offset - job.first_offset;
             f.batches = job.batches;
+            f.codec = job.codec;
             for (Py_ssize_t i = 0; i < job.batches; i++)
                 if (get64(copy + positions[i] + PRODUCER_ID_AT) >= 0)
                     f.producer = 1;
@@ -566,6 +608,8 @@ append_request(PyObject *self, PyObject *args)
             status = write_request(hook, data, &sj, &f, max_ts, max_ts_offset);
     }
     Py_END_ALLOW_THREADS
+    if (body_obj != NULL)
+        PyBuffer_Release(&body); /* the walk is done with it */
     if (rc != DONE) {
         PyBuffer_Release(&view);
         PyMem_Free(positions);
@@ -675,7 +719,7 @@ PyMethodDef kl_append_methods[] = {
      "(FAILED, stage, errno, written): a checked request written with its index entries (see append_request.py)"},
     {"append_request", append_request, METH_VARARGS,
      "append_request(data, leader, log_end_offset, now_ms, max_message_bytes, log_append_time, before_ms, after_ms, "
-     "compact, from_client, stamp_epoch, leader_epoch, segment) -> a request checked and, when nothing is left "
+     "compact, from_client, stamp_epoch, leader_epoch, segment[, hook[, body]]) -> a request checked and, when nothing is left "
      "to decide in Python, written with its index entries (see append_request.py); None or Invalid: the pure "
      "twin must take it"},
     {NULL, NULL, 0, NULL},

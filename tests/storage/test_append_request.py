@@ -21,7 +21,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kafkalog import Compression, Log, LogConfig, native
-from kafkalog.append_request import FAILED, PREPARED, ROLL, WRITTEN, append_request_py
+from kafkalog.append_request import FAILED, PREPARED, ROLL, WRITTEN, append_request_py, compressed_records
 from kafkalog.errors import KafkalogError
 from kafkalog.memory_records import MemoryRecords
 from kafkalog.memory_records_builder import RecordBatchBuilder
@@ -108,7 +108,8 @@ class _Files:
 def _run(data: bytes, config: LogConfig, state: dict, *, pure: bool, root, leader: bool, log_end: int,
          leader_epoch, from_client: bool, write=None):
     """One core's outcome: ``(result or error type, files)``; the compiled core's None (it
-    declines) and Invalid (it refuses) are returned as such."""
+    declines) and Invalid (it refuses) are returned as such. A leader's compressed request
+    reaches the compiled call with its records decompressed, as ``append_request`` hands them."""
     files = _Files(root / ("pure" if pure else "native"), state)
     try:
         if pure:
@@ -129,6 +130,7 @@ def _run(data: bytes, config: LogConfig, state: dict, *, pure: bool, root, leade
                     data, leader, log_end, NOW, config.max_message_bytes, config.log_append_time,
                     config.timestamp_before_max_ms, config.timestamp_after_max_ms, config.compact, from_client,
                     leader_epoch is not None, -1 if leader_epoch is None else leader_epoch, files.job, write,
+                    compressed_records(memoryview(data), config, "t-0") if leader else None,
                 )
             except native.Invalid:
                 out = native.Invalid
