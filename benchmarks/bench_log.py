@@ -8,7 +8,7 @@ the same run:
       offset assignment, producer state, indexing, rolling) of ~16 KiB v2 batches into a
       Log with segment.bytes = 64 MiB, default 512 MiB per run (so 8 rolls), for
       100 B values (~134 records a batch) and 1 KiB values (~15 a batch) uncompressed, and
-      100 B values with lz4; one batch per append() call, and (uncompressed only: a
+      100 B values with lz4 and with zstd; one batch per append() call, and (uncompressed only: a
       compressed append holds one batch, as in Kafka) ~1 MiB MemoryRecords of many batches per
       call.  Baselines, the same buffers in the same chunking to files in the same
       directory, rolled at the same 64 MiB: os.write() with no fsync, and os.write() with each
@@ -288,6 +288,7 @@ APPEND_CASES = [
     ("v1k_batch", 1024, "NONE", False, "1 KiB values, none, 1 batch per append()"),
     ("v1k_chunk", 1024, "NONE", True, "1 KiB values, none, ~1 MiB per append()"),
     ("v100_lz4_batch", 100, "LZ4", False, "100 B values, lz4, 1 batch per append()"),
+    ("v100_zstd_batch", 100, "ZSTD", False, "100 B values, zstd, 1 batch per append()"),
 ]
 
 
