@@ -18,6 +18,11 @@ installation's jars), run beside kafkalog on the very files this script generate
     id, epoch and in-order sequences (as every idempotent or transactional client sends them).
     Kafka adds UnifiedLog.analyzeAndValidateProducerState (duplicate check, ProducerAppendInfo)
     and ProducerStateManager.update; kafkalog its producer-state checks and update.
+  * COMPRESSED APPEND: 100 B values (134 a batch, half of each value random, half from a
+    9-letter alphabet), each batch compressed with lz4 and with zstd (--codecs), appended one batch
+    per call as above with the topic's compression.type=producer (the default: the producer's codec
+    is kept, so both sides decompress to validate and rewrite only the batch header: Kafka's
+    in-place assignment).
   * DECODE. Kafka: MemoryRecords iteration with every batch's CRC checked, every key and value
     copied into a byte[]; kafkalog: decode_columns(MemoryRecords(buf)) with validate=True
     (CRC-32C of every batch), keys and values copied into their columns.
@@ -57,24 +62,33 @@ JVM_FLAGS = ["-server", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMilli
              "-Djava.awt.headless=true"]
 #: (value size, records a batch): ~15.5 KiB batches.
 SHAPES = ((1024, 15), (100, 134))
+#: The shape of the compressed files (100 B values, 134 a batch).
+COMPRESSED_SHAPE = (100, 134)
 
 
 #: The idempotent producer of the producer-id files.
 PRODUCER_ID, PRODUCER_EPOCH = 4242, 0
 
 
-def make_file(path: Path, value_size: int, per_batch: int, batches: int, seed: int, producer: bool = False) -> int:
+def make_file(path: Path, value_size: int, per_batch: int, batches: int, seed: int, producer: bool = False,
+              codec: str = "NONE") -> int:
     """Write ``batches`` v2 batches (base offset 0, as a producer sends them), with an idempotent
-    producer's id and in-order sequences when ``producer``; returns records."""
+    producer's id and in-order sequences when ``producer``, compressed with ``codec`` (then each
+    value is half random, half from a 9-letter alphabet, so that it compresses); returns records."""
     rng = random.Random(seed)
     Builder = KL.memory_records_builder.RecordBatchBuilder
+    compression = KL.Compression[codec]
+    half = value_size // 2
     with open(path, "wb") as f:
         for b in range(batches):
             ids = dict(producer_id=PRODUCER_ID, producer_epoch=PRODUCER_EPOCH, base_sequence=b * per_batch) if producer else {}
-            builder = Builder(magic=2, base_offset=0, **ids)
+            builder = Builder(magic=2, compression=compression, base_offset=0, **ids)
             for i in range(per_batch):
-                builder.append(b"k%07d" % (b * per_batch + i), rng.randbytes(value_size),
-                               timestamp=1_700_000_000_000 + b)
+                if codec == "NONE":
+                    value = rng.randbytes(value_size)
+                else:
+                    value = bytes(rng.choices(b"abcdefgh ", k=half)) + rng.randbytes(value_size - half)
+                builder.append(b"k%07d" % (b * per_batch + i), value, timestamp=1_700_000_000_000 + b)
             f.write(bytes(builder.build().buffer))
     return batches * per_batch
 
@@ -190,6 +204,7 @@ def main() -> None:
     ap.add_argument("--jvm-warmup", type=int, default=5, help="untimed JVM rounds first (default 5)")
     ap.add_argument("--jvm-build", default=str(HERE / "jvm" / "build"), help="benchmarks/jvm/build.sh's output")
     ap.add_argument("--quick", action="store_true", help="1,000 batches, 2 rounds")
+    ap.add_argument("--codecs", default="LZ4,ZSTD", help="codecs of the compressed append (default LZ4,ZSTD; '' for none)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     if args.quick:
@@ -204,12 +219,18 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="kafkalog-vs-kafka-") as tmp:
         root = Path(tmp)
-        for (value_size, records), producer in [(shape, p) for p in (False, True) for shape in SHAPES]:
-            data = root / f"batches-{value_size}{'-pid' if producer else ''}.bin"
-            n_records = make_file(data, value_size, records, args.batches, seed=value_size, producer=producer)
+        codecs = [c.strip().upper() for c in args.codecs.split(",") if c.strip()]
+        cases = [(shape, p, "NONE") for p in (False, True) for shape in SHAPES]
+        cases += [(COMPRESSED_SHAPE, False, codec) for codec in codecs]
+        for (value_size, records), producer, codec in cases:
+            compressed = codec != "NONE"
+            key = f"{value_size}{'-pid' if producer else ''}{'-' + codec.lower() if compressed else ''}"
+            data = root / f"batches-{key}.bin"
+            n_records = make_file(data, value_size, records, args.batches, seed=value_size, producer=producer,
+                                  codec=codec)
             buf = data.read_bytes()
             batches = frame(buf)
-            label = f"{value_size} B values" + (", producer ids" if producer else "")
+            label = f"{value_size} B values" + (", producer ids" if producer else "") + (f", {codec.lower()}" if compressed else "")
             progress(f"{label}: kafkalog append")
             appends, writes = [], []
             kafkalog_append_round(buf, batches, root)  # warm-up
@@ -218,7 +239,7 @@ def main() -> None:
                 writes.append(os_write_round(buf, batches, root))
             ours, raw = best(appends), best(writes)
             dec_s = dec_n = None
-            if not producer:
+            if not producer and not compressed:
                 progress(f"{label}: kafkalog decode")
                 dec_s, dec_n = kafkalog_decode(buf, args.rounds)
                 assert dec_n == n_records, (dec_n, n_records)
@@ -227,9 +248,9 @@ def main() -> None:
                 progress(f"{label}: Kafka (JVM)")
                 k_app = jvm(cp, "append-pid" if producer else "append", str(data), str(root / "jvm-segment"),
                             str(args.jvm_warmup), str(args.rounds))
-                if not producer:
+                if not producer and not compressed:
                     k_dec = jvm(cp, "decode", str(data), str(args.jvm_warmup), str(args.rounds))
-            shape = out["shapes"][f"{value_size}-pid" if producer else value_size] = {
+            shape = out["shapes"][key if producer or compressed else value_size] = {
                 "kafkalog_append_us": ours, "os_write_us": raw, "kafkalog_decode_records_per_s": dec_n / dec_s if dec_s else None,
                 "kafka_append": k_app, "kafka_decode": k_dec}
             ka = k_app["kafka_append"] if k_app else None
@@ -242,7 +263,7 @@ def main() -> None:
                              f"{ka[key]:.1f} µs ({jw[key] / ka[key]:.2f} of raw)" if known else "-",
                              f"{ours[i]:.1f} µs ({raw[i] / ours[i]:.2f} of raw)",
                              ratio(ka[key] if known else None, ours[i])])
-            if producer:
+            if producer or compressed:
                 continue
             kd = k_dec["records_per_s"] if k_dec else None
             rows.append([f"decode with CRC, {label}", f"{kd / 1e6:.2f} M rec/s" if kd else "-",

@@ -18,7 +18,8 @@
  *   decode FILE WARMUP ROUNDS  MemoryRecords over FILE's bytes: every batch's CRC checked, every
  *       record's key and value copied into a byte[].
  *
- * FILE holds v2 batches as a producer sends them (base offset 0 each). Warm-up rounds (same
+ * FILE holds v2 batches as a producer sends them (base offset 0 each), uncompressed or each
+ * compressed (the topic's compression.type is producer: the producer's codec is kept). Warm-up rounds (same
  * work, untimed) let the JIT compile before timing; every figure is the best of ROUNDS.
  */
 
@@ -94,9 +95,11 @@ public final class KafkaLogBench {
     }
 
     /** UnifiedLog.analyzeAndValidateRecords' checks for a client append (3.8), returning the
-     * batch's shallow max timestamp; the offsets are LogValidator's to assign. */
-    private static void analyze(MemoryRecords records) {
+     * source codec (the last compressed batch's, NONE when none is); the offsets are
+     * LogValidator's to assign. */
+    private static CompressionType analyze(MemoryRecords records) {
         long lastOffset = -1L;
+        CompressionType source = CompressionType.NONE;
         for (MutableRecordBatch batch : records.batches()) {
             if (batch.magic() >= RecordBatch.MAGIC_VALUE_V2 && batch.baseOffset() != 0)
                 throw new InvalidRecordException("baseOffset should be 0, is " + batch.baseOffset());
@@ -107,8 +110,11 @@ public final class KafkaLogBench {
                 throw new RecordTooLargeException("batch of " + batch.sizeInBytes() + " bytes");
             if (!batch.isValid())
                 throw new CorruptRecordException("Record is corrupt (stored crc = " + batch.checksum() + ")");
-            CompressionType.forId(batch.compressionType().id);
+            CompressionType codec = CompressionType.forId(batch.compressionType().id);
+            if (codec != CompressionType.NONE)
+                source = codec;
         }
+        return source;
     }
 
     private static void deleteDir(File dir) throws IOException {
@@ -141,9 +147,11 @@ public final class KafkaLogBench {
         for (int i = 0; i < batches.length; i++) {
             long t0 = System.nanoTime();
             MemoryRecords records = MemoryRecords.readableRecords(buffers[i]);
-            analyze(records);
-            LogValidator validator = new LogValidator(records, TP, Time.SYSTEM, CompressionType.NONE,
-                Compression.NONE, false, RecordBatch.MAGIC_VALUE_V2, TimestampType.CREATE_TIME,
+            CompressionType source = analyze(records);
+            // compression.type=producer (the default): the target codec is the producer's
+            // (BrokerCompressionType.targetCompression), so a compressed batch is assigned in place
+            LogValidator validator = new LogValidator(records, TP, Time.SYSTEM, source,
+                Compression.of(source).build(), false, RecordBatch.MAGIC_VALUE_V2, TimestampType.CREATE_TIME,
                 Long.MAX_VALUE, Long.MAX_VALUE, 0, AppendOrigin.CLIENT, MetadataVersion.IBP_3_8_IV0);
             LogValidator.ValidationResult result =
                 validator.validateMessagesAndAssignOffsets(offsetCounter, NO_METRICS, BufferSupplier.NO_CACHING);

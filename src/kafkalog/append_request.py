@@ -74,9 +74,9 @@ _INT32_MAX = 2**31 - 1
 #: ENOSPC) is handed to the compiled call, which then writes through it.
 _PWRITE = os.pwrite
 _OFFSET_ENTRY = OffsetIndex._ENTRY_STRUCT
+_TIME_ENTRY = TimeIndex._ENTRY_STRUCT
 #: The low byte of the v2 attributes, which holds the codec bits.
 _CODEC_BYTE = ATTRIBUTES_OFFSET + 1
-_TIME_ENTRY = TimeIndex._ENTRY_STRUCT
 
 
 class SegmentJob(NamedTuple):
