@@ -197,6 +197,29 @@ def test_the_compiled_call_takes_in_place_compressed_requests(tmp_path, codec, t
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+def test_log_append_of_a_producer_batch_never_runs_the_twin(tmp_path, monkeypatch, codec):
+    """``Log.append`` of a real producer's compressed batch (with and without a producer id)
+    goes through the compiled call end to end: the pure twin is not called."""
+    import kafkalog.append_request as module
+
+    def twin(*args, **kwargs):
+        raise AssertionError("the pure twin ran")
+
+    monkeypatch.setattr(module, "append_request_py", twin)
+    with native.use(pure=False), Log.open(tmp_path / "t-0", LogConfig(), clock=lambda: NOW) as log:
+        for n, producer in enumerate((False, True, True)):
+            builder = RecordBatchBuilder(MAGIC_V2, codec, TimestampType.CREATE_TIME,
+                                         producer_id=9 if producer else -1, producer_epoch=0 if producer else -1,
+                                         base_sequence=(n - 1) * 20 if producer else -1)
+            for j in range(20):
+                builder.append(b"k%d" % j, b"v" * 50, timestamp=NOW - j)
+            info = log.append(bytes(builder.build().buffer), leader_epoch=1)
+            assert (info.first_offset, info.record_count, info.source_compression) == (n * 20, 20, codec)
+        assert log.log_end_offset == 60
+        assert [r.offset for r in log.read(0, 1 << 20).records()] == list(range(60))
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 def test_the_compiled_call_declines_what_kafka_recompresses_or_refuses(codec):
     """Offset deltas out of sequence (Kafka recompresses), a null key on a compacted topic and a
     timestamp out of bounds (the twin names the record) are left to the twin."""
