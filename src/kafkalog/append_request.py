@@ -188,10 +188,12 @@ def append_request(
 
 def compressed_records(view: memoryview, config: LogConfig, file: str) -> bytes | None:
     """The records of a leader's request that is one compressed v2 batch, decompressed by the
-    codec package for the compiled call (the batch checked first as the twin checks it before
-    decompressing: size within ``max.message.bytes``, CRC-32C, codec, counts; the output capped
-    as every decompression is); None when the request is anything else or a check or the
-    decompression fails (the twin then raises the positioned error)."""
+    codec package for the compiled call (its framing checked first: size within
+    ``max.message.bytes``, codec, counts; the output capped as every decompression is); None when
+    the request is anything else or a check or the decompression fails (the twin then raises the
+    positioned error). The CRC-32C is the compiled call's to check, once: a corrupt batch costs
+    at most a capped decompression before the call refuses it and the twin, which checks the CRC
+    before decompressing as Kafka's ``analyzeAndValidateRecords`` does, words the error."""
     size = len(view)
     if (
         size < RECORD_BATCH_OVERHEAD
@@ -203,7 +205,6 @@ def compressed_records(view: memoryview, config: LogConfig, file: str) -> bytes 
         return None  # not one compressed v2 batch: the compiled call declines it, or refuses it
     batch = DefaultRecordBatch(view, 0, position=0, file=file)
     try:
-        batch.ensure_valid()  # Kafka's analyzeAndValidateRecords comes before decompression
         if batch.count <= 0:
             return None
         return batch.payload()[0]
