@@ -15,6 +15,7 @@ from zk_cluster import (  # noqa: F401 - fixtures
     cluster,
     cluster_factory,
     needs_zookeeper,
+    read_committed,
     wait_for_znode,
     zk,
     zookeeper,
@@ -152,28 +153,15 @@ def _produce_acked(cluster: Cluster, topic: str, values: list[bytes]) -> None:
 
 
 def _read_committed(cluster: Cluster, topic: str) -> list[bytes]:
-    """Every value below the partition's high watermark, as a consumer reads them."""
+    """Every value below the partition's high watermark, as a read_committed consumer reads them."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unclean-check", "log_level": 0,
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    probe = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "unclean-check", "log_level": 0})
     try:
-        high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=scaled(10))[1]
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        values: list[bytes] = []
-        last = [-1]
-
-        def read() -> bool:
-            for message in consumer.consume(100, 0.2):
-                if message.error() is None:
-                    values.append(message.value())
-                    last[0] = message.offset()
-            return last[0] >= high - 1
-
-        wait_until(read, 30, f"reading {topic}-0 up to its high watermark {high}")
-        return values
+        high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=scaled(10))[1]
     finally:
-        consumer.close()
+        probe.close()
+    return read_committed(cluster.bootstrap, topic, high, group="unclean-check")
 
 
 def _leave_only_broker_1_with_acked_records(cluster: Cluster, zk, topic: str) -> tuple[list[bytes], list[bytes]]:

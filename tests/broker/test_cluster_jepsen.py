@@ -33,6 +33,7 @@ from zk_cluster import (  # noqa: F401 - fixtures
     Cluster,
     cluster_factory,
     needs_zookeeper,
+    read_committed,
     wait_for_znode,
     zk,
     zookeeper,
@@ -320,30 +321,6 @@ def _wait_replicas_agree(cluster: Cluster, zk, topic: str) -> int:
     return ends[0]
 
 
-def _consume_to(bootstrap: str, topic: str, end: int) -> list[bytes]:
-    """Every value a read_committed consumer reads from offset 0 up to ``end`` (exclusive)."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-check",
-                                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                                         "enable.auto.commit": False, "log_level": 0})
-    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
-    last = [-1]
-
-    def read_some() -> bool:
-        for message in consumer.consume(500, 0.2):
-            if message.error() is None:
-                values.append(message.value())
-                last[0] = message.offset()
-        return last[0] >= end - 1
-
-    try:
-        if end:
-            wait_until(read_some, 90, f"a read_committed consumer reaching offset {end}")
-    finally:
-        consumer.close()
-    return values
-
-
 def test_acknowledged_records_survive_the_nemesis(cluster_factory, zk) -> None:
     _start_cluster(cluster_factory)
     _create(cluster_factory, TOPIC, {"min.insync.replicas": "2"})
@@ -367,7 +344,7 @@ def test_acknowledged_records_survive_the_nemesis(cluster_factory, zk) -> None:
     high_watermark = _wait_replicas_agree(cluster_factory, zk, TOPIC)
 
     # (a) every acknowledged record once and in order (unacknowledged ones may appear: none here)
-    values = [int(v) for v in _consume_to(cluster_factory.bootstrap, TOPIC, high_watermark)]
+    values = [int(v) for v in read_committed(cluster_factory.bootstrap, TOPIC, high_watermark)]
     assert values == sorted(set(values)), "a duplicate or a reordering"
     assert set(acked) <= set(values), f"acknowledged but lost: {sorted(set(acked) - set(values))[:20]}"
 
@@ -452,7 +429,7 @@ def test_acks_all_is_refused_with_two_brokers_down_and_nothing_becomes_readable(
     # the ISR of one is the whole ISR: the acks=1 records are committed and readable, the refused never
     expected = [*before, "loose", "loose too"]
     wait_until(lambda: _list_offset(address, "fragile") == (0, len(expected)), 30, "the acks=1 records committed")
-    assert _consume_to(address, "fragile", len(expected)) == [v.encode() for v in expected]
+    assert read_committed(address, "fragile", len(expected)) == [v.encode() for v in expected]
     assert [r["value"] for r in _dump(cluster_factory.brokers[leader].log_dir / "fragile-0")] == expected
 
 

@@ -173,3 +173,30 @@ def wait_for_znode(zk: KazooClient, path: str, predicate=lambda value: True, sec
 
     wait_until(check, seconds, f"{path} matching the condition")
     return found[0]
+
+
+def read_committed(bootstrap: str, topic: str, end: int, group: str = "read-committed-check") -> list[bytes]:
+    """Every value a read_committed consumer (confluent-kafka) reads from partition 0 of
+    ``topic``, from offset 0 up to ``end`` (exclusive); bounded."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                                         "enable.auto.commit": False, "log_level": 0})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    last = [-1]
+
+    def read_some() -> bool:
+        for message in consumer.consume(500, 0.2):
+            if message.error() is None:
+                values.append(message.value())
+                last[0] = message.offset()
+        return last[0] >= end - 1
+
+    try:
+        if end:
+            wait_until(read_some, 90, f"a read_committed consumer reaching offset {end} of {topic}-0")
+    finally:
+        consumer.close()
+    return values
